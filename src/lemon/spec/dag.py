@@ -1,0 +1,87 @@
+"""Compiling a validated spec into its execution DAG (with networkx)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lemon.spec.models import Spec
+
+__all__ = ["CompiledDag", "compile_spec"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledDag:
+    """The execution plan of a spec.
+
+    ``levels`` groups agents that can run together: every agent sits in a later level than
+    all of its dependencies. Within a level and in ``order``, ties follow the file's order.
+    """
+
+    order: tuple[str, ...]
+    levels: tuple[tuple[str, ...], ...]
+    edges: tuple[tuple[str, str], ...]
+    output: str
+    critical_path: tuple[str, ...]
+    """A longest dependency chain (in agents); its length bounds the run's sequential steps."""
+
+    @property
+    def critical_path_length(self) -> int:
+        return len(self.critical_path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "order": list(self.order),
+            "levels": [list(level) for level in self.levels],
+            "edges": [list(edge) for edge in self.edges],
+            "output": self.output,
+            "critical_path": list(self.critical_path),
+            "critical_path_length": self.critical_path_length,
+        }
+
+    def mermaid(self) -> str:
+        """A Mermaid flowchart: dependencies point at their dependants; the output is bold."""
+        lines = ["flowchart TD"]
+        lines += [f"  {name}[{name}]" for name in self.order]
+        lines += [f"  {dep} --> {dependant}" for dep, dependant in self.edges]
+        lines.append("  classDef output stroke-width:3px")
+        lines.append(f"  class {self.output} output")
+        return "\n".join(lines)
+
+    def dot(self) -> str:
+        """A Graphviz digraph: one rank per level."""
+        lines = ["digraph lemon {", "  rankdir=TB;"]
+        for level in self.levels:
+            names = " ".join(f'"{name}";' for name in level)
+            lines.append(f"  {{ rank=same; {names} }}")
+        lines += [f'  "{dep}" -> "{dependant}";' for dep, dependant in self.edges]
+        lines.append(f'  "{self.output}" [penwidth=3];')
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def compile_spec(spec: Spec, *, output: str | None = None) -> CompiledDag:
+    """Compile a validated spec; ``output`` overrides ``spec.output`` (e.g. a resolved one)."""
+    import networkx as nx
+
+    position = {agent.name: i for i, agent in enumerate(spec.agents)}
+    edges = tuple((dep, agent.name) for agent in spec.agents for dep in agent.depends_on)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(position)
+    graph.add_edges_from(edges)
+    try:
+        order = tuple(nx.lexicographical_topological_sort(graph, key=position.__getitem__))
+    except nx.NetworkXUnfeasible:
+        raise ValueError("spec has a dependency cycle; validate it first") from None
+    levels = tuple(
+        tuple(sorted(level, key=position.__getitem__))
+        for level in nx.topological_generations(graph)
+    )
+    critical = tuple(nx.dag_longest_path(graph, topo_order=order))
+    resolved = output or spec.output
+    if resolved is None:
+        sinks = [name for name in order if graph.out_degree(name) == 0]
+        if len(sinks) != 1:
+            raise ValueError(f"output is ambiguous: {sinks}; validate the spec first")
+        resolved = sinks[0]
+    return CompiledDag(order, levels, edges, resolved, critical)
