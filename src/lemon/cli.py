@@ -77,7 +77,7 @@ def _single(args: argparse.Namespace) -> ParsedSpec:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     options = _options(args)
-    invalid = 0
+    invalid = unreadable = 0
     for path in args.paths:
         try:
             parsed = _parse(path, options)
@@ -85,10 +85,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
             invalid += 1
             print(exc.render())
             continue
+        except _UsageError as exc:
+            unreadable += 1
+            print(f"lemon: {exc}", file=sys.stderr)
+            continue
         _print_warnings(parsed)
     if not args.quiet:
-        total = len(args.paths)
-        print(f"{total - invalid} valid, {invalid} invalid", file=sys.stderr)
+        valid = len(args.paths) - invalid - unreadable
+        summary = f"{valid} valid, {invalid} invalid"
+        print(summary + (f", {unreadable} unreadable" if unreadable else ""), file=sys.stderr)
+    if unreadable:
+        return EXIT_USAGE
     return EXIT_INVALID if invalid else EXIT_OK
 
 
@@ -198,14 +205,16 @@ def _benchmarks_dir() -> Path | None:
 def cmd_bench(args: argparse.Namespace) -> int:
     directory = _benchmarks_dir()
     if directory is None:
-        raise _UsageError("no benchmarks/ folder found (run from the repository or set "
-                          "LEMON_BENCHMARKS_DIR)")
+        raise _UsageError(
+            "no benchmarks/ folder found (run from the repository or set LEMON_BENCHMARKS_DIR)"
+        )
     path = directory / f"bench_{args.name}.py"
     if not path.is_file():
         known = sorted(p.stem.removeprefix("bench_") for p in directory.glob("bench_*.py"))
         raise _UsageError(f"unknown benchmark {args.name!r} (known: {', '.join(known)})")
     spec = importlib.util.spec_from_file_location(f"lemon_bench_{args.name}", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     run: Callable[[list[str]], int] = module.main

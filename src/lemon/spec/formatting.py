@@ -28,7 +28,7 @@ def _plain_ok(text: str) -> bool:
         text.replace("-", "").replace("_", "").isalnum()
         and text.isascii()
         and not text.startswith("-")
-        and _RESOLVER.resolve(ScalarNode, text, (True, False)) == _STR_TAG
+        and _RESOLVER.resolve(ScalarNode, text, (True, False)) == _STR_TAG  # type: ignore[no-untyped-call]
     )
 
 

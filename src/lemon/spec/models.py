@@ -127,7 +127,7 @@ class LemonSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    apiVersion: Literal["lemon.ai/v1alpha1"]  # noqa: N815 - Kubernetes field name
+    apiVersion: Literal["lemon.ai/v1alpha1"]
     kind: Literal["LemonSpec"]
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: LemonSpecBody

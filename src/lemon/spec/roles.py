@@ -10,7 +10,14 @@ from importlib import resources
 from pathlib import Path as FsPath
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from lemon.spec.errors import SpecError
 

@@ -72,9 +72,12 @@ class SourceMap:
                     if isinstance(key, ScalarNode) and key.value == step:
                         key_node, child = key, value
                         break
-            elif isinstance(node, SequenceNode) and isinstance(step, int):
-                if 0 <= step < len(node.value):
-                    key_node, child = None, node.value[step]
+            elif (
+                isinstance(node, SequenceNode)
+                and isinstance(step, int)
+                and 0 <= step < len(node.value)
+            ):
+                key_node, child = None, node.value[step]
             if child is None:
                 return node, key_node, depth
             node = child
@@ -179,15 +182,10 @@ def _alias_issues(text: str) -> list[Issue]:
     """Locate every alias; only called once the fast path has seen a shared node."""
     issues = []
     for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, yaml.AliasEvent):
-            mark = event.start_mark
-            issues.append(
-                Issue(
-                    mark.line + 1,
-                    mark.column + 1,
-                    f"YAML aliases are not allowed in specs (alias *{event.anchor})",
-                )
-            )
+        mark = event.start_mark
+        if isinstance(event, yaml.AliasEvent) and mark is not None:
+            message = f"YAML aliases are not allowed in specs (alias *{event.anchor})"
+            issues.append(Issue(mark.line + 1, mark.column + 1, message))
     return issues
 
 
@@ -208,10 +206,12 @@ def compose(text: str, *, source: str = "<spec>") -> MappingNode:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         problem = exc.problem or "invalid YAML"
         context = f" ({exc.context})" if exc.context else ""
-        raise SpecError([Issue(line, column, f"YAML syntax error: {problem}{context}")], source=source) from None
+        raise SpecError(
+            [Issue(line, column, f"YAML syntax error: {problem}{context}")], source=source
+        ) from None
     except yaml.YAMLError as exc:
         raise SpecError([Issue(1, 1, f"YAML error: {exc}")], source=source) from None
     finally:

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 __all__ = ["span_to_token_indices"]
 
 
-def span_to_token_indices(
-    span: tuple[int, int], offsets: Sequence[Sequence[int]]
-) -> list[int]:
+def span_to_token_indices(span: tuple[int, int], offsets: Sequence[Sequence[int]]) -> list[int]:
     """Indices of the tokens whose characters overlap ``span`` (``[start, end)``).
 
     ``offsets`` is a tokenizer's offset mapping for the same text (``return_offsets_mapping``):

@@ -100,9 +100,7 @@ def _names_an_agent(path: Path) -> bool:
     )
 
 
-def pydantic_issues(
-    exc: ValidationError, source_map: SourceMap, *, base: Path = ()
-) -> list[Issue]:
+def pydantic_issues(exc: ValidationError, source_map: SourceMap, *, base: Path = ()) -> list[Issue]:
     """Translate pydantic's errors into issues located at their YAML nodes."""
     issues = []
     for error in exc.errors(include_url=False):
