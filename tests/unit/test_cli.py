@@ -147,3 +147,12 @@ def test_unknown_benchmark_is_a_usage_error() -> None:
     result = run_lemon("bench", "no-such-thing", "--json")
     assert result.returncode == 2
     assert "unknown benchmark" in result.stderr
+
+
+def test_bench_spec_reports_a_ratio() -> None:
+    result = run_lemon("bench", "spec", "--json", "--rounds", "1", "--seconds", "0.05")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["benchmark"] == "spec"
+    assert data["ratio"] > 0
+    assert [case["agents"] for case in data["cases"]] == [8, 64]

@@ -61,7 +61,12 @@ class CompiledDag:
 
 
 def compile_spec(spec: Spec, *, output: str | None = None) -> CompiledDag:
-    """Compile a validated spec; ``output`` overrides ``spec.output`` (e.g. a resolved one)."""
+    """Compile a validated spec; ``output`` overrides ``spec.output`` (e.g. a resolved one).
+
+    ``levels`` are networkx's topological generations (each sorted by file order), ``order``
+    is the levels read in turn, and the critical path is the longest dependency chain, found by
+    one pass over that order (ties go to the dependency listed first).
+    """
     import networkx as nx
 
     position = {agent.name: i for i, agent in enumerate(spec.agents)}
@@ -70,18 +75,31 @@ def compile_spec(spec: Spec, *, output: str | None = None) -> CompiledDag:
     graph.add_nodes_from(position)
     graph.add_edges_from(edges)
     try:
-        order = tuple(nx.lexicographical_topological_sort(graph, key=position.__getitem__))
+        levels = tuple(
+            tuple(sorted(level, key=position.__getitem__))
+            for level in nx.topological_generations(graph)
+        )
     except nx.NetworkXUnfeasible:
         raise ValueError("spec has a dependency cycle; validate it first") from None
-    levels = tuple(
-        tuple(sorted(level, key=position.__getitem__))
-        for level in nx.topological_generations(graph)
-    )
-    critical = tuple(nx.dag_longest_path(graph, topo_order=order))
+    order = tuple(name for level in levels for name in level)
+
+    depth: dict[str, int] = {}
+    via: dict[str, str | None] = {}
+    for name in order:
+        agent = spec.agents[position[name]]
+        best = max(agent.depends_on, key=depth.__getitem__, default=None)
+        depth[name] = 1 + (depth[best] if best is not None else 0)
+        via[name] = best
+    tail: str | None = max(order, key=depth.__getitem__)
+    critical: list[str] = []
+    while tail is not None:
+        critical.append(tail)
+        tail = via[tail]
+
     resolved = output or spec.output
     if resolved is None:
         sinks = [name for name in order if graph.out_degree(name) == 0]
         if len(sinks) != 1:
             raise ValueError(f"output is ambiguous: {sinks}; validate the spec first")
         resolved = sinks[0]
-    return CompiledDag(order, levels, edges, resolved, critical)
+    return CompiledDag(order, levels, edges, resolved, tuple(reversed(critical)))

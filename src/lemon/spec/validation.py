@@ -212,24 +212,35 @@ class _Semantics:
                     self.edges[(dep, name)] = where
 
     def _cycles(self) -> None:
-        if not self.edges:
+        # Kahn's algorithm first: cheap, and enough when (as usual) there is no cycle.
+        waiting = {name: 0 for name in self.names}
+        dependants: dict[str, list[str]] = {name: [] for name in self.names}
+        for dep, name in self.edges:
+            waiting[name] += 1
+            dependants[dep].append(name)
+        ready = [name for name, count in waiting.items() if count == 0]
+        while ready:
+            for dependant in dependants[ready.pop()]:
+                waiting[dependant] -= 1
+                if waiting[dependant] == 0:
+                    ready.append(dependant)
+        if not any(waiting.values()):
             return
         import networkx as nx
 
         graph = nx.DiGraph(self.edges.keys())
-        if nx.is_directed_acyclic_graph(graph):
-            return
         for component in nx.strongly_connected_components(graph):
             if len(component) < 2:
                 continue
             first = min(component, key=self.names.__getitem__)
             cycle = nx.find_cycle(graph.subgraph(component), source=first)
-            # Edges run dependency -> dependant; report as "a depends on b depends on ...".
+            # Edges run dependency -> dependant; report as "a depends on b depends on ...",
+            # located at the entry of the cycle's first agent (in file order).
             chain = [v for _, v in cycle][::-1]
             names = " -> ".join([*chain, chain[0]])
-            closing = (cycle[-1][0], cycle[-1][1])
-            path = self.edges[closing]
-            self.at(path, f"dependency cycle: {names} (each agent depends on the next)")
+            self.at(
+                self.edges[cycle[-1]], f"dependency cycle: {names} (each agent depends on the next)"
+            )
 
     def _output(self) -> str | None:
         output = self.body.get("output")
