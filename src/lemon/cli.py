@@ -19,12 +19,17 @@ from lemon import __version__
 from lemon.spec.errors import SpecError
 from lemon.spec.validation import DEFAULT_MAX_AGENTS, ParsedSpec, ValidationOptions
 
-__all__ = ["main"]
+__all__ = ["COMMAND_MODULES", "EXIT_INVALID", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
+COMMAND_MODULES: tuple[str, ...] = ()
+"""Modules that add subcommands: each defines ``register(subparsers) -> None`` and must be
+cheap to import (heavy imports go inside the command handlers). Handlers take the parsed
+``argparse.Namespace`` and return an exit code; they may raise :class:`UsageError`."""
 
-class _UsageError(Exception):
+
+class UsageError(Exception):
     """Reported as ``lemon: message`` with exit code 2."""
 
 
@@ -36,20 +41,20 @@ def _read(path: str) -> str:
     try:
         return read_text(path)
     except IsADirectoryError:
-        raise _UsageError(f"cannot read {path}: is a directory") from None
+        raise UsageError(f"cannot read {path}: is a directory") from None
     except OSError as exc:
-        raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _options(args: argparse.Namespace) -> ValidationOptions:
     from lemon.spec.roles import default_roles
 
     if args.max_agents < 1:
-        raise _UsageError("--max-agents must be at least 1")
+        raise UsageError("--max-agents must be at least 1")
     try:
         roles = default_roles(args.roles)
     except OSError as exc:
-        raise _UsageError(f"cannot read role file: {exc}") from None
+        raise UsageError(f"cannot read role file: {exc}") from None
     return ValidationOptions(max_agents=args.max_agents, roles=roles)
 
 
@@ -85,7 +90,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             invalid += 1
             print(exc.render())
             continue
-        except _UsageError as exc:
+        except UsageError as exc:
             unreadable += 1
             print(f"lemon: {exc}", file=sys.stderr)
             continue
@@ -205,13 +210,13 @@ def _benchmarks_dir() -> Path | None:
 def cmd_bench(args: argparse.Namespace) -> int:
     directory = _benchmarks_dir()
     if directory is None:
-        raise _UsageError(
+        raise UsageError(
             "no benchmarks/ folder found (run from the repository or set LEMON_BENCHMARKS_DIR)"
         )
     path = directory / f"bench_{args.name}.py"
     if not path.is_file():
         known = sorted(p.stem.removeprefix("bench_") for p in directory.glob("bench_*.py"))
-        raise _UsageError(f"unknown benchmark {args.name!r} (known: {', '.join(known)})")
+        raise UsageError(f"unknown benchmark {args.name!r} (known: {', '.join(known)})")
     spec = importlib.util.spec_from_file_location(f"lemon_bench_{args.name}", path)
     assert spec is not None
     assert spec.loader is not None
@@ -240,7 +245,9 @@ def _add_spec_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lemon", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="lemon", description="LEMON: learned orchestration of LLM agent teams."
+    )
     parser.add_argument("--version", action="version", version=f"lemon {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -291,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("bench_args", nargs=argparse.REMAINDER, help="passed to the benchmark")
+
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(sub)
     return parser
 
 
@@ -299,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
-    except _UsageError as exc:
+    except UsageError as exc:
         print(f"lemon: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SpecError as exc:  # e.g. an invalid role file
