@@ -1,0 +1,83 @@
+"""The one protocol every model backend speaks; the executor never knows which it talks to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "Decoding",
+    "Generation",
+    "GenerationRequest",
+    "Message",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """Decoding settings; greedy (temperature 0) by default, so runs are deterministic."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def key(self) -> tuple[object, ...]:
+        return (self.max_tokens, self.temperature, self.top_p, self.seed, self.stop)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """One model call: a chat (system + user messages), with an optional assistant prefill."""
+
+    messages: tuple[Message, ...]
+    decoding: Decoding = field(default_factory=Decoding)
+    prefill: str = ""
+    """Text the assistant's answer is forced to start with (part of the completion)."""
+    raw_prompt: str | None = None
+    """A plain-text prompt used verbatim instead of the chat template (text completions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str = "stop"
+
+
+class BackendError(Exception):
+    """A failed model call. ``transient`` errors (429, 5xx, resets, timeouts) may be retried."""
+
+    def __init__(self, reason: str, *, transient: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.transient = transient
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model that answers chat requests.
+
+    ``model_id`` names what answers (it keys the reuse cache and labels results); ``label`` says
+    in words what it is, e.g. "scripted test double" or "in-process SmolLM2-135M-Instruct".
+    """
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    async def generate(self, request: GenerationRequest) -> Generation: ...
+
+    async def aclose(self) -> None: ...

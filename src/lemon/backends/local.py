@@ -1,0 +1,277 @@
+"""The in-process backend: Hugging Face ``transformers`` models, batched across agents.
+
+This is the one module that runs models in-process. Each model is loaded once per process
+(a registry keyed by source and dtype). Concurrent calls on the same model are collected for a
+few milliseconds and decoded together in one ``generate`` call (left-padded), so a wide DAG
+level costs little more than one agent. Decoding runs in a worker thread; the event loop stays
+free.
+
+The packaged SmolLM2 ships as GGUF; the first load converts it once to a bf16 safetensors copy
+under the cache directory (``$LEMON_CACHE_DIR``, default ``~/.cache/lemon``), written to a
+temporary folder and renamed into place, so later loads take about a second.
+
+torch is never imported here: transformers takes dtypes by name and tensors are read back with
+``tolist()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lemon.backends.base import BackendError, Generation, GenerationRequest
+from lemon.packaged import packaged_model
+
+__all__ = ["LocalBackend", "LocalModel", "ModelSource", "cache_dir", "load_model"]
+
+PACKAGED = "packaged:smollm2-135m-instruct"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LEMON_CACHE_DIR", Path.home() / ".cache" / "lemon"))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    """Where a model comes from: ``packaged:smollm2-135m-instruct``, a local directory, or a
+    Hugging Face id (which needs the hub; offline this fails with the hub's own error)."""
+
+    name: str
+    dtype: str = "bfloat16"
+
+    @property
+    def is_packaged(self) -> bool:
+        return self.name == PACKAGED
+
+
+def _converted_packaged(dtype: str) -> Path:
+    """The packaged GGUF converted once to safetensors; returns the cached directory."""
+    target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-{dtype}"
+    if (target / "config.json").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    packaged = packaged_model()
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        str(packaged.directory), gguf_file=packaged.gguf_file, dtype=dtype
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(packaged.directory), gguf_file=packaged.gguf_file)
+    # transformers dequantizes GGUF weights on load but still marks the model as quantized,
+    # which blocks save_pretrained; the weights are plain tensors, so drop the marker.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        model.save_pretrained(temp)
+        tokenizer.save_pretrained(temp)
+        os.replace(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        if not (target / "config.json").is_file():  # another process may have won the race
+            raise
+    return target
+
+
+@dataclass
+class LocalModel:
+    """A loaded causal LM and its tokenizer; ``generate_batch`` is synchronous."""
+
+    source: ModelSource
+    model: Any
+    tokenizer: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    batches: int = 0
+    """How many ``generate`` calls ran (each serves one batch)."""
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    def _prompt_text(self, request: GenerationRequest) -> str:
+        if request.raw_prompt is not None:
+            return request.raw_prompt + request.prefill
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            text: str = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False
+            )
+        else:
+            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+        return text + request.prefill
+
+    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Decode ``requests`` together (they must share decoding settings but max_tokens)."""
+        from transformers import set_seed
+
+        first = requests[0].decoding
+        texts = [self._prompt_text(r) for r in requests]
+        tok = self.tokenizer
+        inputs = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        max_new = max(r.decoding.max_tokens for r in requests)
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id}
+        if first.temperature > 0:
+            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
+            if first.seed is not None:
+                set_seed(first.seed)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with self.lock:
+            output = self.model.generate(**inputs, **kwargs)
+            self.batches += 1
+        width = inputs["input_ids"].shape[1]
+        prompt_lengths = inputs["attention_mask"].sum(dim=1).tolist()
+        eos = set(_as_list(self.model.generation_config.eos_token_id))
+        results = []
+        for row, request, prompt_tokens in zip(
+            output.tolist(), requests, prompt_lengths, strict=True
+        ):
+            new = row[width:][: request.decoding.max_tokens]
+            finish = "length"
+            for i, token in enumerate(new):
+                if token in eos:
+                    new, finish = new[:i], "stop"
+                    break
+            text = tok.decode(new, skip_special_tokens=True)
+            for stop in request.decoding.stop:
+                if stop in text:
+                    text, finish = text[: text.index(stop)], "stop"
+                    new = tok(text, add_special_tokens=False)["input_ids"]
+            results.append(Generation(request.prefill + text, int(prompt_tokens), len(new), finish))
+        return results
+
+
+def _as_list(value: int | list[int] | None) -> list[int]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, int) else list(value)
+
+
+_MODELS: dict[ModelSource, LocalModel] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def load_model(source: ModelSource) -> LocalModel:
+    """Load (once per process) the model for ``source``."""
+    with _LOAD_LOCK:
+        if source in _MODELS:
+            return _MODELS[source]
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = str(_converted_packaged(source.dtype)) if source.is_packaged else source.name
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=source.dtype)
+        model.eval()
+        loaded = LocalModel(source, model, tokenizer)
+        _MODELS[source] = loaded
+        return loaded
+
+
+@dataclass
+class _Pending:
+    request: GenerationRequest
+    future: asyncio.Future[Generation]
+
+
+class LocalBackend:
+    """Batches concurrent requests on one in-process model.
+
+    Requests arriving within ``window_s`` of each other (up to ``max_batch``) share one
+    ``generate`` call; requests with different sampling settings go in separate batches.
+    """
+
+    def __init__(
+        self,
+        source: ModelSource,
+        *,
+        tier: str = "any",
+        window_s: float = 0.02,
+        max_batch: int = 8,
+    ) -> None:
+        self.source = source
+        self.tier = tier
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self._queue: list[_Pending] = []
+        self._worker: asyncio.Task[None] | None = None
+        self._model: LocalModel | None = None
+
+    @property
+    def model_id(self) -> str:
+        return f"local:{self.source.name}@{self.source.dtype}"
+
+    @property
+    def label(self) -> str:
+        if self.source.is_packaged:
+            return f"in-process SmolLM2-135M-Instruct ({self.source.dtype}, packaged)"
+        return f"in-process {self.source.name} ({self.source.dtype})"
+
+    async def model(self) -> LocalModel:
+        if self._model is None:
+            try:
+                self._model = await asyncio.to_thread(load_model, self.source)
+            except Exception as exc:  # a missing package, file or hub: not retryable
+                raise BackendError(
+                    f"cannot load model {self.source.name}: {exc}", transient=False
+                ) from exc
+        return self._model
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        await self.model()
+        loop = asyncio.get_running_loop()
+        pending = _Pending(request, loop.create_future())
+        self._queue.append(pending)
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._run())
+        return await pending.future
+
+    async def _run(self) -> None:
+        while self._queue:
+            await asyncio.sleep(self.window_s)  # let the rest of the level arrive
+            batch = self._take_batch()
+            if not batch:
+                continue
+            model = await self.model()
+            try:
+                results = await asyncio.to_thread(model.generate_batch, [p.request for p in batch])
+            except Exception as exc:
+                error = BackendError(f"generation failed: {exc!r}", transient=False)
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(error)
+                continue
+            for pending, result in zip(batch, results, strict=True):
+                if not pending.future.done():
+                    pending.future.set_result(result)
+
+    def _take_batch(self) -> list[_Pending]:
+        live = [p for p in self._queue if not p.future.done()]
+        if not live:
+            self._queue.clear()
+            return []
+        head = live[0].request.decoding
+        key = (head.temperature, head.top_p, head.seed)
+        batch = [
+            p
+            for p in live
+            if (p.request.decoding.temperature, p.request.decoding.top_p, p.request.decoding.seed)
+            == key
+        ][: self.max_batch]
+        chosen = {id(p) for p in batch}
+        self._queue = [p for p in live if id(p) not in chosen]
+        return batch
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()

@@ -1,0 +1,106 @@
+"""The ``scripted`` backend: a deterministic TEST DOUBLE of a model, never presented as one.
+
+It answers from a small config of rules (first regex match on the prompt wins), with fixed
+latency and token counts, and can inject failures. It exists for engine tests and engine
+benchmarks; every result it produces is labelled "scripted test double".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lemon.backends.base import BackendError, Generation, GenerationRequest
+
+__all__ = ["ScriptedBackend", "ScriptedConfig", "ScriptedRule"]
+
+
+class ScriptedRule(BaseModel):
+    """What to answer when ``match`` (a regex) is found in the prompt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: str = Field(default="", description="Regex searched in the prompt; '' matches all.")
+    output: str = Field(
+        default="The answer is 42.",
+        description="Answer text; '{digest}' becomes a short hash of the prompt and '{model}' "
+        "the backend's model id, so answers can depend on exactly what was asked.",
+    )
+    latency_s: float | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0)
+    fail: Literal["transient", "permanent", "hang"] | None = Field(
+        default=None, description="Fail instead of answering (a 503, a 400, or never answer)."
+    )
+    fail_times: int = Field(
+        default=-1, description="How many matching calls fail (-1: every call, then answer)."
+    )
+
+
+class ScriptedConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "scripted"
+    latency_s: float = Field(default=0.0, ge=0)
+    rules: tuple[ScriptedRule, ...] = (ScriptedRule(),)
+
+
+def _count_tokens(text: str) -> int:
+    """Whitespace-separated words: a fixed, documented stand-in for a tokenizer."""
+    return len(text.split())
+
+
+class ScriptedBackend:
+    """Deterministic answers from :class:`ScriptedConfig` (a test double of a model)."""
+
+    def __init__(self, config: ScriptedConfig | None = None, *, tier: str = "any") -> None:
+        self.config = config or ScriptedConfig()
+        self.tier = tier
+        self.calls = 0
+        self._failures: Counter[int] = Counter()
+        self._patterns = [re.compile(rule.match) for rule in self.config.rules]
+
+    @property
+    def model_id(self) -> str:
+        return f"scripted:{self.config.name}:{self.tier}"
+
+    @property
+    def label(self) -> str:
+        return f"scripted test double ({self.config.name}, tier {self.tier}) - not a model"
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        self.calls += 1
+        prompt = "\n".join(message.content for message in request.messages)
+        index = next(
+            (i for i, pattern in enumerate(self._patterns) if pattern.search(prompt)), None
+        )
+        if index is None:
+            raise BackendError("scripted backend: no rule matches the prompt", transient=False)
+        rule = self.config.rules[index]
+        latency = rule.latency_s if rule.latency_s is not None else self.config.latency_s
+        if rule.fail is not None and (
+            rule.fail_times < 0 or self._failures[index] < rule.fail_times
+        ):
+            self._failures[index] += 1
+            if rule.fail == "hang":
+                await asyncio.Event().wait()
+            await asyncio.sleep(latency)
+            transient = rule.fail == "transient"
+            code = "503 Service Unavailable" if transient else "400 Bad Request"
+            raise BackendError(f"scripted failure: {code}", transient=transient)
+        await asyncio.sleep(latency)
+        digest = hashlib.sha256(prompt.encode()).hexdigest()[:8]
+        text = request.prefill + rule.output.replace("{digest}", digest).replace(
+            "{model}", self.model_id
+        )
+        completion = (
+            rule.completion_tokens if rule.completion_tokens is not None else _count_tokens(text)
+        )
+        return Generation(text, _count_tokens(prompt), completion)
+
+    async def aclose(self) -> None:
+        return None

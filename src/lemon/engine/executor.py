@@ -1,0 +1,339 @@
+"""The executor: runs a spec's DAG on its tiers' backends, as parallel as the DAG allows.
+
+Every agent starts as soon as all of its dependencies have finished; ready agents run
+concurrently, bounded per tier. An agent's prompt is its base role's template filled with its
+duties, the task and the outputs of the agents it depends on (named by agent and role). The
+output agent's text is the answer.
+
+Failures never hang a run and never lose its trace: a backend error, timeout or empty answer
+marks that agent failed with the reason; its dependants are skipped; transient errors (429,
+5xx, resets) are retried with exponential backoff, bounded by the run's deadline; at the
+deadline every unfinished agent is cancelled and recorded.
+
+Counterfactual reuse: with a :class:`CallCache`, an agent whose exact call (agent, model, tier,
+decoding, prompt) was answered before gets that answer without a model call, so running a
+mutant after its original re-runs only the agents whose inputs changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lemon.backends.base import (
+    Backend,
+    BackendError,
+    Decoding,
+    Generation,
+    GenerationRequest,
+    Message,
+)
+from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
+from lemon.engine.trace import TraceWriter
+from lemon.spec.dag import compile_spec
+from lemon.spec.formatting import format_spec
+from lemon.spec.models import Agent, Capacity, Spec
+from lemon.spec.roles import RoleLibrary, default_roles
+
+__all__ = ["CallCache", "ExecutionOptions", "build_request", "execute"]
+
+CacheKey = tuple[object, ...]
+
+
+class CallCache:
+    """Answers of past model calls, keyed by agent name, model, tier, decoding and prompt."""
+
+    def __init__(self) -> None:
+        self._entries: dict[CacheKey, Generation] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: CacheKey) -> Generation | None:
+        found = self._entries.get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, key: CacheKey, value: Generation) -> None:
+        self._entries[key] = value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOptions:
+    decoding: Decoding = field(default_factory=Decoding)
+    deadline_s: float = 900.0
+    """The whole run's budget; unfinished agents are cancelled at the deadline."""
+    max_attempts: int = 4
+    backoff_s: float = 0.5
+    backoff_max_s: float = 8.0
+    concurrency: Mapping[Capacity, int] | None = None
+    """Agents running at once per tier (default: 8 per tier)."""
+    prefill: Mapping[str, str] | None = None
+    """Assistant prefill per role name (e.g. start a programmer's code block)."""
+
+
+def _inputs_text(agent: Agent, spec: Spec, results: Mapping[str, AgentResult]) -> str:
+    if not agent.depends_on:
+        return ""
+    roles = {a.name: a.role for a in spec.agents}
+    parts = ["", "Work from the other agents:"]
+    for dep in agent.depends_on:
+        parts.append(f"--- {dep} ({roles[dep]}) ---")
+        parts.append(results[dep].output.strip())
+    parts.append("---")
+    return "\n".join(parts) + "\n"
+
+
+def build_request(
+    agent: Agent,
+    *,
+    spec: Spec,
+    task: str,
+    roles: RoleLibrary,
+    results: Mapping[str, AgentResult],
+    options: ExecutionOptions,
+) -> GenerationRequest:
+    """The model call for ``agent``: its role's template with duties, task and inputs."""
+    role = roles[agent.role]
+    prompt = role.render(task=task, duties=agent.duties, inputs=_inputs_text(agent, spec, results))
+    prefill = (options.prefill or {}).get(agent.role, "")
+    return GenerationRequest((Message("user", prompt),), options.decoding, prefill)
+
+
+class _Run:
+    def __init__(
+        self,
+        spec: Spec,
+        *,
+        task: str,
+        output: str,
+        backends: Mapping[Capacity, Backend],
+        roles: RoleLibrary,
+        options: ExecutionOptions,
+        trace: TraceWriter,
+        cache: CallCache | None,
+    ) -> None:
+        self.spec = spec
+        self.task = task
+        self.output = output
+        self.backends = backends
+        self.roles = roles
+        self.options = options
+        self.trace = trace
+        self.cache = cache
+        self.t0 = time.perf_counter()
+        self.results = {
+            a.name: AgentResult(a.name, a.role, a.capacity.value, backends[a.capacity].model_id)
+            for a in spec.agents
+        }
+        self.done = {a.name: asyncio.Event() for a in spec.agents}
+        limits = options.concurrency or {}
+        self.slots = {tier: asyncio.Semaphore(limits.get(tier, 8)) for tier in Capacity}
+        self.reused = 0
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def _finish(self, result: AgentResult, status: AgentStatus, error: str | None = None) -> None:
+        result.status = status
+        result.error = error
+        result.finished_s = self._now()
+        self.trace.emit(
+            "agent_finish",
+            agent=result.name,
+            status=status.value,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            latency_s=round(result.latency_s, 4),
+            attempts=result.attempts,
+            reused=result.reused,
+            error=error,
+            output=result.output,
+        )
+        self.done[result.name].set()
+
+    async def run_agent(self, agent: Agent) -> None:
+        result = self.results[agent.name]
+        try:
+            for dep in agent.depends_on:
+                await self.done[dep].wait()
+            failed = [
+                d for d in agent.depends_on if self.results[d].status != AgentStatus.SUCCEEDED
+            ]
+            if failed:
+                self._finish(
+                    result, AgentStatus.SKIPPED, f"dependency {failed[0]!r} did not succeed"
+                )
+                return
+            request = build_request(
+                agent,
+                spec=self.spec,
+                task=self.task,
+                roles=self.roles,
+                results=self.results,
+                options=self.options,
+            )
+            backend = self.backends[agent.capacity]
+            key: CacheKey = (
+                agent.name,
+                backend.model_id,
+                agent.capacity.value,
+                request.decoding.key(),
+                request.messages,
+                request.prefill,
+            )
+            cached = self.cache.get(key) if self.cache is not None else None
+            if cached is not None:
+                result.reused = True
+                self.reused += 1
+                self._accept(result, cached, latency=0.0)
+                self.trace.emit(
+                    "agent_start",
+                    agent=agent.name,
+                    role=agent.role,
+                    capacity=agent.capacity.value,
+                    model=backend.model_id,
+                    reused=True,
+                )
+                self._finish(result, AgentStatus.SUCCEEDED)
+                return
+            async with self.slots[agent.capacity]:
+                result.started_s = self._now()
+                self.trace.emit(
+                    "agent_start",
+                    agent=agent.name,
+                    role=agent.role,
+                    capacity=agent.capacity.value,
+                    model=backend.model_id,
+                )
+                generation = await self._call(result, backend, request)
+            if generation is None:
+                return
+            if not generation.text.strip():
+                self._finish(result, AgentStatus.FAILED, "empty output from the model")
+                return
+            if self.cache is not None:
+                self.cache.put(key, generation)
+            self._finish(result, AgentStatus.SUCCEEDED)
+        except asyncio.CancelledError:
+            if not self.done[agent.name].is_set():
+                status = AgentStatus.FAILED if result.started_s is not None else AgentStatus.SKIPPED
+                self._finish(result, status, "run deadline reached before the agent finished")
+            raise
+
+    def _accept(self, result: AgentResult, generation: Generation, *, latency: float) -> None:
+        result.output = generation.text
+        result.prompt_tokens = generation.prompt_tokens
+        result.completion_tokens = generation.completion_tokens
+        result.latency_s = latency
+
+    async def _call(
+        self, result: AgentResult, backend: Backend, request: GenerationRequest
+    ) -> Generation | None:
+        delay = self.options.backoff_s
+        while True:
+            result.attempts += 1
+            started = time.perf_counter()
+            try:
+                generation = await backend.generate(request)
+            except BackendError as exc:
+                retry = exc.transient and result.attempts < self.options.max_attempts
+                self.trace.emit(
+                    "agent_retry" if retry else "agent_error",
+                    agent=result.name,
+                    attempt=result.attempts,
+                    error=exc.reason,
+                    transient=exc.transient,
+                )
+                if not retry:
+                    result.latency_s = time.perf_counter() - started
+                    self._finish(result, AgentStatus.FAILED, exc.reason)
+                    return None
+                await asyncio.sleep(delay * (0.5 + random.random()))  # jittered backoff
+                delay = min(delay * 2, self.options.backoff_max_s)
+                continue
+            self._accept(result, generation, latency=time.perf_counter() - started)
+            return generation
+
+
+async def execute(
+    spec: Spec,
+    *,
+    task: str,
+    backends: Mapping[Capacity, Backend],
+    output: str | None = None,
+    roles: RoleLibrary | None = None,
+    options: ExecutionOptions | None = None,
+    trace: TraceWriter | None = None,
+    cache: CallCache | None = None,
+    profile: str = "",
+    profile_note: str = "",
+) -> RunResult:
+    """Run ``spec`` on ``task``; always returns a result (failed runs carry the reason)."""
+    options = options or ExecutionOptions()
+    dag = compile_spec(spec, output=output)
+    owns_trace = trace is None
+    trace = trace or TraceWriter()
+    run = _Run(
+        spec,
+        task=task,
+        output=dag.output,
+        backends=backends,
+        roles=roles or default_roles(),
+        options=options,
+        trace=trace,
+        cache=cache,
+    )
+    trace.emit(
+        "run_start",
+        task=task,
+        output=dag.output,
+        profile=profile,
+        levels=[list(level) for level in dag.levels],
+    )
+    error: str | None = None
+    tasks = [asyncio.ensure_future(run.run_agent(agent)) for agent in spec.agents]
+    try:
+        async with asyncio.timeout(options.deadline_s):
+            await asyncio.gather(*tasks)
+    except TimeoutError:
+        error = f"run deadline of {options.deadline_s:g} s reached"
+    finally:
+        for task_ in tasks:
+            task_.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    final = run.results[dag.output]
+    succeeded = final.status == AgentStatus.SUCCEEDED
+    if not succeeded and error is None:
+        error = f"output agent {dag.output!r} {final.status.value}: {final.error}"
+    result = RunResult(
+        status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
+        answer=final.output if succeeded else None,
+        spec=format_spec(spec, output=dag.output),
+        agents=[run.results[a.name] for a in spec.agents],
+        wall_s=run._now(),
+        critical_path=dag.critical_path,
+        profile=profile,
+        profile_note=profile_note,
+        error=error,
+        reused_calls=run.reused,
+    )
+    trace.emit(
+        "run_finish",
+        status=result.status.value,
+        tokens=result.tokens(),
+        wall_s=round(result.wall_s, 4),
+        error=error,
+        answer=result.answer,
+    )
+    if owns_trace:
+        trace.close()
+    return result

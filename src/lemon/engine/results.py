@@ -1,0 +1,107 @@
+"""What a run returns: per-agent accounting and the run's totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["AgentResult", "AgentStatus", "RunResult", "RunStatus"]
+
+
+class AgentStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    """Not run because a dependency failed or the run ended first."""
+
+
+class RunStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(slots=True)
+class AgentResult:
+    name: str
+    role: str
+    capacity: str
+    model: str = ""
+    status: AgentStatus = AgentStatus.SKIPPED
+    output: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 0
+    reused: bool = False
+    error: str | None = None
+    started_s: float | None = None
+    finished_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "capacity": self.capacity,
+            "model": self.model,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": round(self.latency_s, 4),
+            "status": self.status.value,
+            "output": self.output,
+            "attempts": self.attempts,
+            "reused": self.reused,
+            "error": self.error,
+        }
+
+
+@dataclass(slots=True)
+class RunResult:
+    status: RunStatus
+    answer: str | None
+    spec: str
+    """The spec that ran, in canonical YAML."""
+    agents: list[AgentResult]
+    wall_s: float
+    critical_path: tuple[str, ...]
+    profile: str = ""
+    profile_note: str = ""
+    error: str | None = None
+    reused_calls: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(a.prompt_tokens for a in self.agents)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(a.completion_tokens for a in self.agents)
+
+    @property
+    def calls(self) -> int:
+        """Model calls actually made (reused answers cost none)."""
+        return sum(a.attempts for a in self.agents if not a.reused)
+
+    def tokens(self) -> dict[str, int]:
+        """Worker tokens of the spec: reused answers count what they cost when computed, so a
+        mutant's cost does not depend on what happened to be cached."""
+        prompt, completion = self.prompt_tokens, self.completion_tokens
+        return {"prompt": prompt, "completion": completion, "total": prompt + completion}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "spec": self.spec,
+            "agents": [agent.to_json() for agent in self.agents],
+            "tokens": self.tokens(),
+            "wall_s": round(self.wall_s, 4),
+            "status": self.status.value,
+            "error": self.error,
+            "profile": self.profile,
+            "profile_note": self.profile_note,
+            "critical_path": list(self.critical_path),
+            "calls": self.calls,
+            "reused_calls": self.reused_calls,
+            **self.extra,
+        }

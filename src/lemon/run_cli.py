@@ -1,0 +1,161 @@
+"""``lemon run``, ``lemon trace`` and ``lemon serve-model``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
+
+__all__ = ["register"]
+
+SAMPLE_TASK = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
+    "in May. How many clips did Natalia sell altogether in April and May?"
+)
+
+
+def _printer(event: dict[str, Any]) -> None:
+    kind = event["event"]
+    if kind == "spec_ready":
+        print(f"spec from {event['origin']}", file=sys.stderr)
+    elif kind == "agent_start":
+        reused = " (reused)" if event.get("reused") else ""
+        print(
+            f"  started  {event['agent']} ({event['role']}, {event['capacity']}){reused}",
+            file=sys.stderr,
+        )
+    elif kind == "agent_retry":
+        print(f"  retrying {event['agent']}: {event['error']}", file=sys.stderr)
+    elif kind == "agent_finish":
+        tokens = event["prompt_tokens"] + event["completion_tokens"]
+        detail = f": {event['error']}" if event.get("error") else ""
+        print(
+            f"  {event['status']:<9} {event['agent']} ({tokens} tokens, "
+            f"{event['latency_s']:.2f} s){detail}",
+            file=sys.stderr,
+        )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lemon.backends.base import Decoding
+    from lemon.engine.executor import ExecutionOptions
+    from lemon.engine.runner import run_task
+    from lemon.engine.trace import TraceWriter, render_table
+    from lemon.profiles import resolve_profile
+    from lemon.spec.errors import SpecError
+    from lemon.spec.roles import default_roles
+    from lemon.spec.validation import ValidationOptions, load_spec
+
+    try:
+        profile = resolve_profile(args.profile, files=args.profiles)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read profile file: {exc}") from None
+    roles = default_roles(args.roles)
+    parsed = None
+    if args.spec is not None:
+        try:
+            parsed = load_spec(args.spec, options=ValidationOptions(roles=roles))
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.spec}: {exc.strerror or exc}") from None
+        except SpecError as exc:
+            print(exc.render(), file=sys.stderr)
+            return EXIT_INVALID
+    if args.max_tokens < 1 or args.deadline <= 0:
+        raise UsageError("--max-tokens and --deadline must be positive")
+    options = ExecutionOptions(
+        decoding=Decoding(max_tokens=args.max_tokens, seed=args.seed),
+        deadline_s=args.deadline,
+    )
+    trace = TraceWriter(args.trace, on_event=None if args.json else _printer)
+    try:
+        result = asyncio.run(
+            run_task(
+                args.task, profile=profile, parsed=parsed, roles=roles, options=options, trace=trace
+            )
+        )
+    finally:
+        trace.close()
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False))
+    else:
+        print(result.profile_note, file=sys.stderr)
+        print(render_table(trace.events), file=sys.stderr)
+        print(result.answer if result.answer is not None else f"FAILED: {result.error}")
+    return EXIT_OK if result.status == "succeeded" else EXIT_INVALID
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from lemon.engine.trace import read_trace, render_table, render_timeline
+
+    try:
+        events = read_trace(args.path)
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID
+    print(render_timeline(events) if args.timeline else render_table(events))
+    return EXIT_OK
+
+
+def cmd_serve_model(args: argparse.Namespace) -> int:
+    from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
+    from lemon.serving import serve
+
+    name = PACKAGED if args.model == "packaged" else args.model
+    backend = LocalBackend(ModelSource(name, args.dtype), window_s=args.batch_window)
+    served = args.served_model_name or (
+        "SmolLM2-135M-Instruct" if args.model == "packaged" else args.model
+    )
+    print(
+        f"serving {backend.label} as {served!r} on http://{args.host}:{args.port}/v1",
+        file=sys.stderr,
+    )
+    serve(backend, served_name=served, host=args.host, port=args.port)
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a task end to end (spec, agents, answer)",
+        description="Run a task: the template policy (or --spec) writes the "
+        "team, the agents run on the profile's tiers, the answer is printed.",
+    )
+    p.add_argument("--task", default=SAMPLE_TASK, help="the task text (default: a GSM8K item)")
+    p.add_argument("--spec", metavar="PATH", help="run this spec instead of the policy's")
+    p.add_argument("--profile", default="embedded", help="capacity profile (default: embedded)")
+    p.add_argument(
+        "--profiles",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="profile file (repeatable; also $LEMON_PROFILES)",
+    )
+    p.add_argument("--roles", action="append", default=[], metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--trace", metavar="PATH", help="append the run's events (JSONL) to PATH")
+    p.add_argument("--max-tokens", type=int, default=256, help="per agent (default 256)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--deadline", type=float, default=900.0, help="seconds for the whole run")
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("trace", help="render a run trace (JSONL) as a table or timeline")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--timeline", action="store_true")
+    p.set_defaults(handler=cmd_trace)
+
+    p = sub.add_parser("serve-model", help="OpenAI-compatible HTTP server over an in-process model")
+    p.add_argument("--model", default="packaged", help="'packaged' or a local model directory")
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--batch-window", type=float, default=0.02, help="seconds to gather a batch")
+    p.set_defaults(handler=cmd_serve_model)

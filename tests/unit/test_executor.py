@@ -1,0 +1,280 @@
+"""The executor on the scripted backend (a labelled test double of a model)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from lemon.backends.base import Decoding
+from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
+from lemon.engine import (
+    AgentStatus,
+    CallCache,
+    ExecutionOptions,
+    RunStatus,
+    TraceWriter,
+    execute,
+    read_trace,
+    render_table,
+    render_timeline,
+)
+from lemon.spec import Capacity, MutationKind, mutations, parse_spec
+from tests.conftest import run_lemon
+
+DIAMOND = """\
+agents:
+  - {name: plan, role: planner, capacity: small}
+  - {name: left, role: math_solver, capacity: medium, depends_on: [plan]}
+  - {name: right, role: critic, capacity: large, depends_on: [plan]}
+  - {name: judge, role: aggregator, capacity: large, depends_on: [left, right]}
+"""
+
+FAST = ExecutionOptions(backoff_s=0.01, backoff_max_s=0.02, deadline_s=30)
+
+
+def backends(*rules: ScriptedRule, latency: float = 0.0) -> dict[Capacity, ScriptedBackend]:
+    config = ScriptedConfig(latency_s=latency, rules=(*rules, ScriptedRule()))
+    return {tier: ScriptedBackend(config, tier=tier.value) for tier in Capacity}
+
+
+def run(text: str, tiers: dict[Capacity, ScriptedBackend], **kwargs: object):  # type: ignore[no-untyped-def]
+    parsed = parse_spec(text)
+    kwargs.setdefault("options", FAST)
+    return asyncio.run(
+        execute(parsed.spec, task="What is 6 * 7?", backends=tiers, output=parsed.output, **kwargs)  # type: ignore[arg-type]
+    )
+
+
+def test_diamond_runs_levels_in_parallel() -> None:
+    trace = TraceWriter()
+    result = run(DIAMOND, backends(latency=0.05), trace=trace)
+    assert result.status is RunStatus.SUCCEEDED
+    assert result.answer == "The answer is 42."
+    order = [(e["event"], e.get("agent")) for e in trace.events if "agent" in e]
+    starts = {agent: i for i, (kind, agent) in enumerate(order) if kind == "agent_start"}
+    ends = {agent: i for i, (kind, agent) in enumerate(order) if kind == "agent_finish"}
+    # left and right both start before either finishes: they ran concurrently
+    assert max(starts["left"], starts["right"]) < min(ends["left"], ends["right"])
+    # every agent starts only after all of its dependencies finished
+    assert ends["plan"] < starts["left"]
+    assert max(ends["left"], ends["right"]) < starts["judge"]
+    assert result.critical_path == ("plan", "left", "judge")
+    assert [a.status for a in result.agents] == [AgentStatus.SUCCEEDED] * 4
+
+
+def test_prompt_names_inputs_by_agent_and_role() -> None:
+    rule = ScriptedRule(
+        match=r"(?s)--- left \(math_solver\) ---\nLEFT-OUT.*--- right \(critic\) ---\nRIGHT-OUT",
+        output="joined",
+    )
+    tiers = backends(
+        rule,
+        ScriptedRule(match="You are a careful mathematician", output="LEFT-OUT"),
+        ScriptedRule(match="You are a critic", output="RIGHT-OUT"),
+    )
+    result = run(DIAMOND, tiers)
+    assert result.answer == "joined"
+
+
+def test_permanent_failure_skips_dependants_and_fails_the_run() -> None:
+    tiers = backends(ScriptedRule(match="You are a critic", fail="permanent"))
+    trace = TraceWriter()
+    result = run(DIAMOND, tiers, trace=trace)
+    by_name = {a.name: a for a in result.agents}
+    assert by_name["right"].status is AgentStatus.FAILED
+    assert "400" in (by_name["right"].error or "")
+    assert by_name["right"].attempts == 1
+    assert by_name["left"].status is AgentStatus.SUCCEEDED
+    assert by_name["judge"].status is AgentStatus.SKIPPED
+    assert by_name["judge"].error == "dependency 'right' did not succeed"
+    assert result.status is RunStatus.FAILED
+    assert result.answer is None
+    assert "output agent 'judge' skipped" in (result.error or "")
+    assert trace.events[-1]["event"] == "run_finish"
+
+
+def test_transient_errors_are_retried_with_backoff() -> None:
+    tiers = backends(ScriptedRule(match="You are a planner", fail="transient", fail_times=2))
+    result = run(DIAMOND, tiers)
+    plan = result.agents[0]
+    assert plan.status is AgentStatus.SUCCEEDED
+    assert plan.attempts == 3
+    assert result.status is RunStatus.SUCCEEDED
+
+
+def test_retries_are_bounded() -> None:
+    tiers = backends(ScriptedRule(match="You are a planner", fail="transient"))
+    options = ExecutionOptions(max_attempts=3, backoff_s=0.001, backoff_max_s=0.002)
+    result = run(DIAMOND, tiers, options=options)
+    assert result.agents[0].attempts == 3
+    assert result.agents[0].status is AgentStatus.FAILED
+    assert "503" in (result.agents[0].error or "")
+
+
+def test_deadline_ends_a_hanging_run_with_a_complete_trace(tmp_path: Path) -> None:
+    tiers = backends(ScriptedRule(match="You are a critic", fail="hang"))
+    path = tmp_path / "trace.jsonl"
+    trace = TraceWriter(path)
+    options = ExecutionOptions(deadline_s=0.3)
+    result = run(DIAMOND, tiers, options=options, trace=trace)
+    trace.close()
+    assert result.status is RunStatus.FAILED
+    assert result.error == "run deadline of 0.3 s reached"
+    by_name = {a.name: a for a in result.agents}
+    assert by_name["right"].status is AgentStatus.FAILED
+    assert by_name["judge"].status is AgentStatus.SKIPPED
+    events = read_trace(path)
+    finished = {e["agent"] for e in events if e["event"] == "agent_finish"}
+    assert finished == {"plan", "left", "right", "judge"}
+    assert events[-1]["event"] == "run_finish"
+
+
+def test_empty_output_is_a_failure() -> None:
+    tiers = backends(ScriptedRule(match="You are a planner", output="   "))
+    result = run(DIAMOND, tiers)
+    assert result.agents[0].status is AgentStatus.FAILED
+    assert result.agents[0].error == "empty output from the model"
+
+
+def test_per_tier_concurrency_is_bounded() -> None:
+    text = (
+        "agents:\n"
+        + "".join(f"  - {{name: a{i}, role: planner, capacity: small}}\n" for i in range(3))
+        + "  - {name: z, role: aggregator, capacity: large, depends_on: [a0, a1, a2]}\n"
+    )
+    trace = TraceWriter()
+    options = ExecutionOptions(concurrency={Capacity.SMALL: 1})
+    run(text, backends(latency=0.02), options=options, trace=trace)
+    running = peak = 0
+    for event in trace.events:
+        if event.get("agent", "").startswith("a"):
+            if event["event"] == "agent_start":
+                running += 1
+                peak = max(peak, running)
+            elif event["event"] == "agent_finish":
+                running -= 1
+    assert peak == 1
+
+
+def test_counterfactual_reuse_reruns_only_what_changed() -> None:
+    tiers = backends(ScriptedRule(output="answer {digest}"))
+    parsed = parse_spec(DIAMOND)
+    cache = CallCache()
+    original = asyncio.run(
+        execute(parsed.spec, task="t", backends=tiers, output=parsed.output, cache=cache)
+    )
+    assert original.reused_calls == 0
+    (drop,) = [
+        m
+        for m in mutations(parsed)
+        if m.kind is MutationKind.DROP_DEPENDENCY and m.agent == "judge" and m.target == "right"
+    ]
+    with_reuse = asyncio.run(
+        execute(drop.spec, task="t", backends=tiers, output=drop.spec.output, cache=cache)
+    )
+    fresh = asyncio.run(execute(drop.spec, task="t", backends=tiers, output=drop.spec.output))
+    assert with_reuse.answer == fresh.answer
+    assert with_reuse.reused_calls == 3  # plan, left, right unchanged; judge's inputs changed
+    assert [a.reused for a in with_reuse.agents] == [True, True, True, False]
+    assert with_reuse.calls == 1
+    assert with_reuse.tokens() == fresh.tokens()  # a mutant's cost does not depend on the cache
+
+
+def test_downgrade_misses_the_cache_for_that_agent_only() -> None:
+    tiers = backends(ScriptedRule(output="answer {digest} from {model}"))
+    parsed = parse_spec(DIAMOND)
+    cache = CallCache()
+    asyncio.run(execute(parsed.spec, task="t", backends=tiers, output=parsed.output, cache=cache))
+    down = next(
+        m
+        for m in mutations(parsed)
+        if m.kind is MutationKind.DOWNGRADE_CAPACITY and m.agent == "right"
+    )
+    result = asyncio.run(
+        execute(down.spec, task="t", backends=tiers, output=down.spec.output, cache=cache)
+    )
+    assert [a.reused for a in result.agents] == [True, True, False, False]
+
+
+def test_result_json_keys() -> None:
+    result = run(DIAMOND, backends())
+    data = result.to_json()
+    assert {"answer", "spec", "agents", "tokens", "wall_s", "status"} <= set(data)
+    assert set(data["tokens"]) == {"prompt", "completion", "total"}
+    assert data["tokens"]["total"] == data["tokens"]["prompt"] + data["tokens"]["completion"]
+    for agent in data["agents"]:
+        assert {
+            "name",
+            "capacity",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_s",
+            "status",
+            "output",
+        } <= set(agent)
+    assert parse_spec(data["spec"]).output == "judge"
+
+
+def test_greedy_decoding_is_the_default() -> None:
+    assert Decoding().temperature == 0.0
+
+
+def test_trace_rendering_and_torn_lines(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    trace = TraceWriter(path)
+    run(DIAMOND, backends(ScriptedRule(match="You are a critic", fail="permanent")), trace=trace)
+    trace.close()
+    with path.open("a") as f:
+        f.write('{"event": "agent_sta')  # a writer killed mid-line
+    events = read_trace(path)
+    table = render_table(events)
+    for word in ("right", "failed", "skipped"):
+        assert word in table
+    assert "run failed" in table
+    timeline = render_timeline(events)
+    assert timeline.count("|") >= 8
+    cli = run_lemon("trace", str(path))
+    assert cli.returncode == 0
+    assert "judge" in cli.stdout
+    assert run_lemon("trace", str(path), "--timeline").returncode == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n{}\n")
+    broken = run_lemon("trace", str(bad))
+    assert broken.returncode == 1
+    assert f"{bad}:1:" in broken.stderr
+
+
+def test_lemon_run_cli_on_the_scripted_profile(tmp_path: Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    result = run_lemon("run", "--profile", "scripted", "--json", "--trace", str(trace))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["status"] == "succeeded"
+    assert "scripted test double" in data["profile_note"]
+    assert len(read_trace(trace)) >= 8
+    text = run_lemon(
+        "run", "--profile", "scripted", "--task", "Which is a prime? (A) 4 (B) 6 (C) 7 (D) 9"
+    )
+    assert text.returncode == 0
+    assert "template policy (multiple_choice)" in text.stderr
+    assert "judge" in text.stderr
+
+
+def test_lemon_run_cli_errors(tmp_path: Path) -> None:
+    assert run_lemon("run", "--profile", "nope").returncode == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: []\n")
+    result = run_lemon("run", "--profile", "scripted", "--spec", str(bad))
+    assert result.returncode == 1
+    assert f"{bad}:1:9:" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["math", "multiple_choice", "code", "general"])
+def test_template_policy_specs_are_valid(kind: str) -> None:
+    from lemon.policy.template import TaskKind, template_spec
+
+    _, spec, text = template_spec("x", kind=TaskKind(kind))
+    assert parse_spec(text).spec == spec
