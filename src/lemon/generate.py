@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from lemon.resources.crds import crd_yaml
 from lemon.spec.roles import builtin_roles
 from lemon.spec.schema import json_schema
 
@@ -27,6 +28,9 @@ def _spec_schema() -> str:
 
 GENERATED: dict[str, Callable[[], str]] = {
     "schemas/lemon-spec.schema.json": _spec_schema,
+    # The CRDs, from the same models (lemon.resources.crds).
+    "crds/lemon.ai_lemonspecs.yaml": lambda: crd_yaml("LemonSpec"),
+    "crds/lemon.ai_lemoncapacityprofiles.yaml": lambda: crd_yaml("LemonCapacityProfile"),
 }
 
 
