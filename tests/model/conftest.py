@@ -1,0 +1,103 @@
+"""Real small models for the model tier: a tiny random Llama with SmolLM2's real tokenizer,
+and `lemon serve-model` running it as a real HTTP server process."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import LEMON, ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer random Llama (float32) saved with the packaged SmolLM2 tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from lemon.backends.local import _converted_packaged
+
+    tokenizer = AutoTokenizer.from_pretrained(str(_converted_packaged("bfloat16")))
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ModelServer:
+    def __init__(self, model_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.process = subprocess.Popen(
+            [
+                str(LEMON),
+                "serve-model",
+                "--model",
+                str(model_dir),
+                "--dtype",
+                "float32",
+                "--served-model-name",
+                "tiny",
+                "--port",
+                str(self.port),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve-model exited: {self.process.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        self.kill()
+        raise RuntimeError("serve-model did not become healthy in 180 s")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def model_server(tiny_model_dir: Path) -> Iterator[ModelServer]:
+    server = ModelServer(tiny_model_dir)
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+__all__ = ["ModelServer", "free_port", "sys"]
