@@ -65,6 +65,12 @@ class CallCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def copy(self) -> CallCache:
+        """A cache with the same entries and fresh counters (e.g. one per mutant)."""
+        twin = CallCache()
+        twin._entries = dict(self._entries)
+        return twin
+
 
 @dataclass(frozen=True, slots=True)
 class ExecutionOptions:

@@ -1,0 +1,87 @@
+"""Embedded batching: a DAG level of 4 concurrent agents on the packaged model, batched vs not.
+
+The in-process backend gathers concurrent calls into one ``generate`` (left-padded). This
+times 4 agent calls made together (one batch) against the same 4 calls made one at a time,
+interleaved over rounds, on the packaged SmolLM2-135M-Instruct (bf16 safetensors copy,
+converted once from the GGUF and cached). ``ratio`` is batched tokens/s over one-at-a-time
+tokens/s (goal ≥ 3). The first load (GGUF conversion) and a warm-up call are excluded.
+
+Run: ``lemon bench batching --json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+
+from lemon.backends.base import Decoding, GenerationRequest, Message
+from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
+
+PROMPTS = [
+    "Tom has 3 apples and buys 4 more. How many apples does he have? Think step by step.",
+    "A train travels 60 km in 1 hour. How far does it go in 3 hours? Think step by step.",
+    "Sara reads 12 pages a day. How many pages does she read in a week? Think step by step.",
+    "There are 5 boxes with 6 pens each. How many pens are there? Think step by step.",
+]
+
+
+async def run(max_tokens: int, rounds: int, dtype: str) -> dict[str, object]:
+    source = ModelSource(PACKAGED, dtype)
+    batched_backend = LocalBackend(source, window_s=0.05, max_batch=8)
+    single_backend = LocalBackend(source, window_s=0.0)
+    started = time.perf_counter()
+    await batched_backend.model()
+    load_s = time.perf_counter() - started
+    requests = [
+        GenerationRequest((Message("user", p),), Decoding(max_tokens=max_tokens)) for p in PROMPTS
+    ]
+    await single_backend.generate(requests[0])  # warm-up
+    batched_rates, single_rates = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        together = await asyncio.gather(*(batched_backend.generate(r) for r in requests))
+        batched_rates.append(
+            sum(g.completion_tokens for g in together) / (time.perf_counter() - t0)
+        )
+        t0 = time.perf_counter()
+        alone = [await single_backend.generate(r) for r in requests]
+        single_rates.append(sum(g.completion_tokens for g in alone) / (time.perf_counter() - t0))
+    batched, single = statistics.median(batched_rates), statistics.median(single_rates)
+    return {
+        "benchmark": "batching",
+        "model": "SmolLM2-135M-Instruct (packaged, in-process)",
+        "dtype": dtype,
+        "agents_per_level": len(requests),
+        "max_tokens": max_tokens,
+        "load_s": round(load_s, 2),
+        "batched_tokens_per_s": round(batched, 1),
+        "one_at_a_time_tokens_per_s": round(single, 1),
+        "ratio": round(batched / single, 3),
+        "goal": "ratio >= 3",
+        "rounds": rounds,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    args = parser.parse_args(argv)
+    result = asyncio.run(run(args.max_tokens, args.rounds, args.dtype))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"batched {result['batched_tokens_per_s']} tok/s vs one at a time "
+            f"{result['one_at_a_time_tokens_per_s']} tok/s: ratio {result['ratio']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
