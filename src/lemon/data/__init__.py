@@ -1,0 +1,35 @@
+"""Benchmark data: typed items with stable ids read from ``$LEMON_DATA_DIR``, and seeded splits.
+
+See :mod:`lemon.data.splits` for the split rule. Nothing here downloads anything.
+"""
+
+from lemon.data.catalog import OFFICIAL_SOURCES, Entry, catalog
+from lemon.data.errors import DataError
+from lemon.data.items import Benchmark, ChoiceItem, CodeItem, Item, NumericItem, answer_kind
+from lemon.data.loaders import load_items, mmlu_subjects
+from lemon.data.paths import DATA_DIR_ENV, Source, data_dir, source_path
+from lemon.data.splits import Split, SplitConfig, is_held_in, normalise_question, split_items
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "OFFICIAL_SOURCES",
+    "Benchmark",
+    "ChoiceItem",
+    "CodeItem",
+    "DataError",
+    "Entry",
+    "Item",
+    "NumericItem",
+    "Source",
+    "Split",
+    "SplitConfig",
+    "answer_kind",
+    "catalog",
+    "data_dir",
+    "is_held_in",
+    "load_items",
+    "mmlu_subjects",
+    "normalise_question",
+    "source_path",
+    "split_items",
+]

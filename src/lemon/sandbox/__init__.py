@@ -1,0 +1,31 @@
+"""A sandbox for untrusted Python programs (generated code and its tests).
+
+Each program runs as an unprivileged user (a per-slot uid when started as root, dropped with
+``setpriv``) inside bubblewrap: its own namespaces (no network), a fresh tmpfs working
+directory, resource limits, a wall-clock timeout, the process group killed at the end; a pass
+needs a per-run marker printed after the program's last statement.
+"""
+
+from lemon.sandbox.config import GiB, MiB, SandboxConfig
+from lemon.sandbox.errors import SandboxUnavailable
+from lemon.sandbox.probe import probe
+from lemon.sandbox.runner import (
+    RunResult,
+    RunStatus,
+    run_program,
+    run_programs,
+    run_programs_async,
+)
+
+__all__ = [
+    "GiB",
+    "MiB",
+    "RunResult",
+    "RunStatus",
+    "SandboxConfig",
+    "SandboxUnavailable",
+    "probe",
+    "run_program",
+    "run_programs",
+    "run_programs_async",
+]

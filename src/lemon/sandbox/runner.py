@@ -1,0 +1,182 @@
+"""Running untrusted Python programs, each isolated (see :mod:`lemon.sandbox.commands`).
+
+Per program: resource limits set before exec (CPU time, address space, processes, file size,
+open files, no core dumps), a wall-clock timeout, a cap on captured output; at the end the whole
+process group is killed with SIGKILL, which tears down the program's PID namespace and so every
+process it forked. A run *passes* only when the program ran to its end: the wrapper prints a
+per-run random marker after the program's last statement, and exit status 0 without the marker
+(``sys.exit(0)``, ``os._exit(0)``) is a failure. Programs run in parallel, ``workers`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import secrets
+import signal
+import time
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from lemon.sandbox.commands import build_command
+from lemon.sandbox.config import SandboxConfig
+
+__all__ = ["RunResult", "RunStatus", "run_program", "run_programs", "run_programs_async"]
+
+
+class RunStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"  # ended without the marker: an exception, a non-zero exit, an early exit
+    TIMEOUT = "timeout"
+    OUTPUT_LIMIT = "output_limit"
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    status: RunStatus
+    returncode: int | None
+    completed: bool
+    """The program ran to its last statement (the marker was printed)."""
+    stdout: str
+    stderr: str
+    wall_s: float
+
+    @property
+    def passed(self) -> bool:
+        return self.status is RunStatus.PASSED
+
+
+def _limits(config: SandboxConfig) -> Callable[[], None]:
+    settings = [
+        (resource.RLIMIT_CPU, config.cpu_s),
+        (resource.RLIMIT_AS, config.memory_bytes),
+        (resource.RLIMIT_NPROC, config.max_processes),
+        (resource.RLIMIT_FSIZE, config.max_file_bytes),
+        (resource.RLIMIT_NOFILE, config.max_open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+
+    def apply() -> None:  # runs in the child between fork and exec: no allocation-heavy work
+        for which, value in settings:
+            resource.setrlimit(which, (value, value))
+
+    return apply
+
+
+async def _read_capped(
+    stream: asyncio.StreamReader, sink: bytearray, budget: list[int], overflow: asyncio.Event
+) -> None:
+    while chunk := await stream.read(65536):  # drain to EOF: a full pipe never closes
+        take = min(len(chunk), budget[0])
+        sink += chunk[:take]
+        budget[0] -= take
+        if take < len(chunk):
+            overflow.set()
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def run_program(source: str, *, config: SandboxConfig, slot: int = 0) -> RunResult:
+    """Run one program in the sandbox and wait for it (at most ``config.timeout_s``)."""
+    marker = f"LEMON-DONE-{secrets.token_hex(16)}"
+    argv = build_command(config, slot=slot)
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_limits(config),
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    stdout, stderr = bytearray(), bytearray()
+    budget, overflow = [config.max_output_bytes], asyncio.Event()
+    readers = asyncio.gather(
+        _read_capped(process.stdout, stdout, budget, overflow),
+        _read_capped(process.stderr, stderr, budget, overflow),
+    )
+    overflowed = asyncio.ensure_future(overflow.wait())
+    timed_out = False
+    try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            process.stdin.write(marker.encode() + b"\n" + source.encode("utf-8", "surrogatepass"))
+            await process.stdin.drain()
+            process.stdin.close()
+        waiters: set[asyncio.Future[Any]] = {readers, overflowed}
+        done, _ = await asyncio.wait(
+            waiters, timeout=config.timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        timed_out = not done
+        if readers in done:
+            remaining = max(0.0, config.timeout_s - (time.monotonic() - started))
+            try:
+                await asyncio.wait_for(process.wait(), timeout=remaining)
+            except TimeoutError:
+                timed_out = True
+    finally:
+        _kill_group(process.pid)
+        await process.wait()
+        overflowed.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await overflowed
+        readers.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await readers
+    wall = time.monotonic() - started
+    out = stdout.decode("utf-8", "replace")
+    completed = out.rstrip("\n").endswith("\n" + marker) or out.rstrip("\n") == marker
+    if completed:
+        out = out.rstrip("\n").removesuffix(marker).removesuffix("\n")
+    if overflow.is_set():
+        status = RunStatus.OUTPUT_LIMIT
+    elif timed_out:
+        status = RunStatus.TIMEOUT
+    elif completed and process.returncode == 0:
+        status = RunStatus.PASSED
+    else:
+        status = RunStatus.FAILED
+    return RunResult(
+        status=status,
+        returncode=process.returncode,
+        completed=completed,
+        stdout=out,
+        stderr=stderr.decode("utf-8", "replace"),
+        wall_s=wall,
+    )
+
+
+async def run_programs_async(
+    sources: Sequence[str], *, config: SandboxConfig | None = None
+) -> list[RunResult]:
+    """Run every program, ``config.workers`` (default: CPU count) at a time; input order kept."""
+    config = config or SandboxConfig()
+    workers = config.workers or os.cpu_count() or 1
+    slots: asyncio.Queue[int] = asyncio.Queue()
+    for slot in range(workers):
+        slots.put_nowait(slot)
+
+    async def one(source: str) -> RunResult:
+        slot = await slots.get()
+        try:
+            return await run_program(source, config=config, slot=slot)
+        finally:
+            slots.put_nowait(slot)
+
+    return list(await asyncio.gather(*(one(source) for source in sources)))
+
+
+def run_programs(sources: Sequence[str], *, config: SandboxConfig | None = None) -> list[RunResult]:
+    """Synchronous :func:`run_programs_async` (not from inside a running event loop)."""
+    return asyncio.run(run_programs_async(sources, config=config))
