@@ -106,7 +106,14 @@ def pydantic_issues(exc: ValidationError, source_map: SourceMap, *, base: Path =
     for error in exc.errors(include_url=False):
         path: Path = (*base, *(step for step in error["loc"] if isinstance(step, str | int)))
         kind = error["type"]
+        on_key = path[-1:] == ("[key]",)  # a mapping's key failed (e.g. an unknown tier)
+        if on_key:
+            path = path[:-1]
         where = _dotted(path)
+        if on_key:
+            message = f"{where}: invalid key: {error['msg']}"
+            issues.append(source_map.locate(path, message, at_key=True))
+            continue
         if kind == "extra_forbidden":
             key = str(path[-1])
             message = f"unknown key {key!r} at {where}{_suggest(key, _KNOWN_KEYS)}"
