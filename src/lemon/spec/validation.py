@@ -220,7 +220,7 @@ class _Semantics:
 
     def _cycles(self) -> None:
         # Kahn's algorithm first: cheap, and enough when (as usual) there is no cycle.
-        waiting = {name: 0 for name in self.names}
+        waiting = dict.fromkeys(self.names, 0)
         dependants: dict[str, list[str]] = {name: [] for name in self.names}
         for dep, name in self.edges:
             waiting[name] += 1
