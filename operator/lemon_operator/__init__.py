@@ -1,6 +1,11 @@
-"""LEMON's Kubernetes operator (kopf).
+"""LEMON's Kubernetes operator (kopf): ``LemonSpec`` and ``LemonCapacityProfile``.
 
-Built on the core package ``lemon``; it never imports the service or training packages.
-The reconcilers for LemonSpec, LemonCapacityProfile, LemonTraining and LemonPolicy arrive with
-their issues; this package exists now so the layering contracts cover it from the start.
+Start it with ``lemon-operator`` (or ``kopf run -m lemon_operator.main --all-namespaces``).
+``main`` holds every kopf decorator and unpacks kopf's arguments once; ``specs`` and
+``profiles`` are the typed handlers, one module per kind; ``manifests`` builds the objects the
+operator owns (pure functions); ``statuses`` computes conditions; ``kube`` is the one module that
+talks to the API server; ``rbac`` holds the ClusterRole the operator needs. Built on the core
+package ``lemon``; it never imports the service or training packages.
 """
+
+__all__: list[str] = []

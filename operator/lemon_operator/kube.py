@@ -1,0 +1,190 @@
+"""The one door to the API server: every read and write the operator makes goes through here.
+
+Built on the official ``kubernetes`` client (synchronous; kopf runs sync handlers in threads).
+``Conflict`` (409) and ``NotFound`` (404) are turned into outcomes the handlers can reason
+about; any other API error propagates and kopf retries the handler.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+__all__ = [
+    "ISVC",
+    "PROFILES",
+    "SPECS",
+    "Client",
+    "ObjectRef",
+    "Resource",
+    "connect",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+SPECS = Resource("lemon.ai", "v1alpha1", "lemonspecs", "LemonSpec")
+PROFILES = Resource("lemon.ai", "v1alpha1", "lemoncapacityprofiles", "LemonCapacityProfile")
+ISVC = Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """Enough of an object to name it in an event."""
+
+    resource: Resource
+    namespace: str
+    name: str
+    uid: str
+
+
+def connect(*, pool_size: int = 32) -> Client:
+    """A client from the in-cluster service account, else from ``KUBECONFIG``."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = pool_size
+    return Client(client.ApiClient(configuration))
+
+
+def _status_code(error: ApiException) -> int:
+    return int(error.status or 0)
+
+
+class Client:
+    """Typed calls on LEMON's resources and InferenceServices."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._custom = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+
+    def get(self, resource: Resource, *, namespace: str, name: str) -> Body | None:
+        """The object, or None when it does not exist."""
+        try:
+            found = cast(
+                Body,
+                self._custom.get_namespaced_custom_object(
+                    resource.group, resource.version, namespace, resource.plural, name
+                ),
+            )
+        except ApiException as error:
+            if _status_code(error) == 404:
+                return None
+            raise
+        return found
+
+    def list(self, resource: Resource, *, namespace: str, labels: str | None = None) -> list[Body]:
+        answer: Body = self._custom.list_namespaced_custom_object(  # type: ignore[assignment]
+            resource.group,
+            resource.version,
+            namespace,
+            resource.plural,
+            label_selector=labels or "",
+        )
+        items: list[Body] = answer.get("items", [])
+        return items
+
+    def create(self, resource: Resource, *, body: Mapping[str, Any]) -> bool:
+        """Create ``body``; False when an object of that name already exists (409)."""
+        namespace = body["metadata"]["namespace"]
+        try:
+            self._custom.create_namespaced_custom_object(
+                resource.group, resource.version, namespace, resource.plural, dict(body)
+            )
+        except ApiException as error:
+            if _status_code(error) == 409:
+                return False
+            raise
+        return True
+
+    def patch(
+        self, resource: Resource, *, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> bool:
+        """Merge-patch the object; False when it is gone."""
+        try:
+            self._custom.patch_namespaced_custom_object(
+                resource.group, resource.version, namespace, resource.plural, name, dict(patch)
+            )
+        except ApiException as error:
+            if _status_code(error) == 404:
+                return False
+            raise
+        return True
+
+    def patch_status(
+        self, resource: Resource, *, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> bool:
+        """Merge-patch the status subresource; False when the object is gone."""
+        try:
+            self._custom.patch_namespaced_custom_object_status(
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                {"status": dict(status)},
+            )
+        except ApiException as error:
+            if _status_code(error) == 404:
+                return False
+            raise
+        return True
+
+    def delete(self, resource: Resource, *, namespace: str, name: str) -> bool:
+        """Delete the object; False when it was already gone."""
+        try:
+            self._custom.delete_namespaced_custom_object(
+                resource.group, resource.version, namespace, resource.plural, name
+            )
+        except ApiException as error:
+            if _status_code(error) == 404:
+                return False
+            raise
+        return True
+
+    def emit_event(
+        self, ref: ObjectRef, *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """Record a core/v1 Event on the object (``kubectl describe`` shows it)."""
+        now = dt.datetime.now(dt.UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                name=f"{ref.name}.{uuid.uuid4().hex[:12]}", namespace=ref.namespace
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=ref.resource.api_version,
+                kind=ref.resource.kind,
+                name=ref.name,
+                namespace=ref.namespace,
+                uid=ref.uid,
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component="lemon-operator"),
+            reporting_component="lemon-operator",
+        )
+        self._core.create_namespaced_event(ref.namespace, event)

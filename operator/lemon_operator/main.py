@@ -1,0 +1,119 @@
+"""The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
+typed handler in :mod:`lemon_operator.specs` or :mod:`lemon_operator.profiles`.
+
+Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+import kopf
+
+from lemon_operator import kube, manifests, profiles, specs
+
+__all__ = ["main"]
+
+SPEC = ("lemon.ai", "v1alpha1", "lemonspecs")
+PROFILE = ("lemon.ai", "v1alpha1", "lemoncapacityprofiles")
+ISVC = ("serving.kserve.io", "v1beta1", "inferenceservices")
+BACKOFF = 2.0
+
+_clients: list[kube.Client] = []
+
+
+def _client() -> kube.Client:
+    if not _clients:
+        _clients.append(kube.connect())
+    return _clients[0]
+
+
+def _named(namespace: str | None, name: str | None) -> tuple[str, str]:
+    if not namespace or not name:
+        raise kopf.PermanentError("LEMON's resources are namespaced and named")
+    return namespace, name
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = "lemon.ai/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lemon.ai")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="lemon.ai", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 16
+    settings.watching.server_timeout = 300
+    _client()
+
+
+@kopf.on.resume(*SPEC, backoff=BACKOFF)
+@kopf.on.create(*SPEC, backoff=BACKOFF)
+@kopf.on.update(*SPEC, field="spec", backoff=BACKOFF)
+def spec_changed(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    specs.reconcile_spec(_client(), namespace=namespace, name=name)
+
+
+@kopf.on.resume(*PROFILE, backoff=BACKOFF)
+@kopf.on.create(*PROFILE, backoff=BACKOFF)
+@kopf.on.update(*PROFILE, field="spec", backoff=BACKOFF)
+def profile_changed(
+    namespace: str | None,
+    name: str | None,
+    uid: str | None,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    **_: Any,
+) -> None:
+    namespace, name = _named(namespace, name)
+    profiles.reconcile_profile(
+        _client(),
+        namespace=namespace,
+        name=name,
+        uid=str(uid),
+        generation=int(meta.get("generation", 1)),
+        spec=dict(spec),
+        status=dict(status),
+    )
+    specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=name)
+
+
+@kopf.on.delete(*PROFILE, backoff=BACKOFF)
+def profile_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    profiles.delete_profile(_client(), namespace=namespace, name=name)
+    specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=name)
+
+
+@kopf.on.event(*ISVC, labels={"app.kubernetes.io/managed-by": manifests.MANAGED_BY})
+def inference_service_event(
+    type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
+) -> None:
+    if type is None:  # the initial listing; resume handlers cover what changed while down
+        return
+    profile = labels.get(manifests.PROFILE_LABEL)
+    if not namespace or not profile:
+        return
+    profiles.refresh_profile(_client(), namespace=namespace, name=profile)
+    specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=profile)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``lemon-operator``: run the operator until interrupted."""
+    parser = argparse.ArgumentParser(prog="lemon-operator", description=__doc__)
+    parser.add_argument(
+        "--namespace", action="append", help="watch only this namespace (repeatable)"
+    )
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    kopf.run(
+        standalone=True,
+        clusterwide=not args.namespace,
+        namespaces=args.namespace or (),
+    )
+    return 0

@@ -1,0 +1,182 @@
+"""Handlers for ``LemonCapacityProfile``: one InferenceService per tier, readiness in status."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from lemon.resources import CapacityProfileSpec, CapacityProfileStatus
+from lemon.spec import Capacity
+from lemon_operator import kube, manifests, statuses
+
+__all__ = [
+    "delete_profile",
+    "reconcile_profile",
+    "refresh_profile",
+    "refresh_profile_status",
+    "tier_statuses",
+]
+
+log = logging.getLogger(__name__)
+
+
+def _live(isvc: Mapping[str, Any]) -> bool:
+    return not isvc.get("metadata", {}).get("deletionTimestamp")
+
+
+def reconcile_profile(
+    client: kube.Client,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    generation: int,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+) -> None:
+    """Make the profile's InferenceServices match its tiers, then record their readiness."""
+    ref = kube.ObjectRef(kube.PROFILES, namespace, name, uid)
+    try:
+        profile = CapacityProfileSpec.model_validate(spec)
+    except ValidationError as error:
+        message = "; ".join(
+            f"{'.'.join(map(str, issue['loc']))}: {issue['msg']}" for issue in error.errors()
+        )
+        invalid = statuses.condition(
+            "Ready",
+            False,
+            reason="Invalid",
+            message=message,
+            generation=generation,
+            at=statuses.now(),
+        )
+        body = {
+            "observedGeneration": generation,
+            "conditions": statuses.merge_conditions(status.get("conditions") or [], [invalid]),
+        }
+        client.patch_status(kube.PROFILES, namespace=namespace, name=name, status=body)
+        client.emit_event(ref, reason="Invalid", message=message, warning=True)
+        return
+    wanted = {
+        manifests.inference_service_name(name, tier): manifests.build_inference_service(
+            name, namespace=namespace, uid=uid, tier=tier, spec=tier_spec
+        )
+        for tier, tier_spec in profile.tiers().items()
+    }
+    existing = {
+        item["metadata"]["name"]: item
+        for item in client.list(
+            kube.ISVC, namespace=namespace, labels=manifests.owned_selector(name)
+        )
+    }
+    for isvc_name, manifest in wanted.items():
+        current = existing.get(isvc_name)
+        if current is None:
+            if client.create(kube.ISVC, body=manifest):
+                log.info("%s/%s: created InferenceService %s", namespace, name, isvc_name)
+                client.emit_event(ref, reason="Created", message=f"InferenceService {isvc_name}")
+            continue
+        if current.get("spec") != manifest["spec"] or _labels_differ(current, manifest):
+            client.patch(
+                kube.ISVC,
+                namespace=namespace,
+                name=isvc_name,
+                patch={"metadata": {"labels": manifest["metadata"]["labels"]}, **_spec(manifest)},
+            )
+            log.info("%s/%s: updated InferenceService %s", namespace, name, isvc_name)
+    for isvc_name in existing.keys() - wanted.keys():
+        client.delete(kube.ISVC, namespace=namespace, name=isvc_name)
+        log.info("%s/%s: deleted InferenceService %s (tier removed)", namespace, name, isvc_name)
+    refresh_profile_status(
+        client, namespace=namespace, name=name, generation=generation, status=status
+    )
+
+
+def _labels_differ(current: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    labels = current.get("metadata", {}).get("labels") or {}
+    return any(labels.get(key) != value for key, value in manifest["metadata"]["labels"].items())
+
+
+def _spec(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    # A merge patch would keep keys the new spec dropped; null them explicitly.
+    return {
+        "spec": {"predictor": {"model": None, "maxReplicas": None, **manifest["spec"]["predictor"]}}
+    }
+
+
+def tier_statuses(
+    client: kube.Client, *, namespace: str, name: str, tiers: Sequence[Capacity] | None = None
+) -> list[Any]:
+    """The TierStatus of each InferenceService the profile owns (or of ``tiers``)."""
+    owned = {
+        item["metadata"].get("labels", {}).get(manifests.TIER_LABEL): item
+        for item in client.list(
+            kube.ISVC, namespace=namespace, labels=manifests.owned_selector(name)
+        )
+        if _live(item)
+    }
+    chosen = tiers if tiers is not None else [tier for tier in Capacity if tier.value in owned]
+    return [
+        statuses.tier_status(
+            tier, name=manifests.inference_service_name(name, tier), isvc=owned.get(tier.value)
+        )
+        for tier in chosen
+    ]
+
+
+def refresh_profile_status(
+    client: kube.Client,
+    *,
+    namespace: str,
+    name: str,
+    generation: int | None,
+    status: Mapping[str, Any],
+) -> None:
+    """Record each tier's URL and readiness, and the profile's Ready condition."""
+    tiers = tier_statuses(client, namespace=namespace, name=name)
+    waiting = [tier.tier.value for tier in tiers if not tier.ready]
+    ready = statuses.condition(
+        "Ready",
+        bool(tiers) and not waiting,
+        reason="TiersReady" if tiers and not waiting else "TiersNotReady",
+        message=f"waiting for {', '.join(waiting)}" if waiting else "every tier is ready",
+        generation=generation,
+        at=statuses.now(),
+    )
+    body = CapacityProfileStatus(
+        observed_generation=generation,
+        tiers=tiers,
+    ).model_dump(by_alias=True, mode="json", exclude_none=True)
+    body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], [ready])
+    if generation is None:
+        body.pop("observedGeneration", None)
+    if all(status.get(key) == value for key, value in body.items()):
+        return
+    client.patch_status(kube.PROFILES, namespace=namespace, name=name, status=body)
+
+
+def delete_profile(client: kube.Client, *, namespace: str, name: str) -> None:
+    """Delete the profile's InferenceServices (owner references do the same where a garbage
+    collector runs; doing it here keeps deletion prompt and independent of it)."""
+    for item in client.list(kube.ISVC, namespace=namespace, labels=manifests.owned_selector(name)):
+        isvc_name = item["metadata"]["name"]
+        if client.delete(kube.ISVC, namespace=namespace, name=isvc_name):
+            log.info("%s/%s: deleted InferenceService %s", namespace, name, isvc_name)
+
+
+def refresh_profile(client: kube.Client, *, namespace: str, name: str) -> None:
+    """Re-read the profile and refresh its status (an InferenceService of it changed)."""
+    found = client.get(kube.PROFILES, namespace=namespace, name=name)
+    if found is None or found["metadata"].get("deletionTimestamp"):
+        return
+    status = found.get("status") or {}
+    refresh_profile_status(
+        client,
+        namespace=namespace,
+        name=name,
+        generation=status.get("observedGeneration"),
+        status=status,
+    )

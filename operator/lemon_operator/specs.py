@@ -1,0 +1,257 @@
+"""Handlers for ``LemonSpec``: validate, compile the DAG into status, bring up the tiers.
+
+Conditions: ``Validated`` (the core's located errors as ``LINE:COL: message``), ``TiersReady``
+(the profile's InferenceServices for the tiers the agents use exist and report Ready) and
+``Ready`` (both). A reconcile computes the whole status from the object and the cluster, so it is
+idempotent and can be run again at any time: on create, update, resume after a restart, and
+whenever an InferenceService of the spec's profile changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from lemon.resources import CapacityProfileSpec, Condition, LemonSpecStatus
+from lemon.spec import Capacity, SpecError, compile_spec, parse_spec
+from lemon.spec.models import Agent, LemonSpecBody
+from lemon_operator import kube, manifests, profiles, statuses
+
+__all__ = ["DEFAULT_PROFILE", "reconcile_spec", "reconcile_specs_of_profile", "render_resource"]
+
+log = logging.getLogger(__name__)
+DEFAULT_PROFILE = "default"
+_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+_AGENT_ORDER = list(Agent.model_fields)
+
+
+def _ordered(data: Mapping[str, Any], order: list[str]) -> dict[str, Any]:
+    first = {key: data[key] for key in order if key in data}
+    return {**first, **{key: value for key, value in data.items() if key not in first}}
+
+
+def render_resource(*, name: str, spec: Mapping[str, Any]) -> str:
+    """The resource in the canonical field order (that of ``lemon fmt``); validation positions
+    refer to this text, which matches a manifest written in that layout."""
+    body = _ordered(spec, ["profile", "task", "agents", "output"])
+    agents = body.get("agents")
+    if isinstance(agents, list):
+        body["agents"] = [
+            _ordered(agent, _AGENT_ORDER) if isinstance(agent, dict) else agent for agent in agents
+        ]
+    document = {
+        "apiVersion": "lemon.ai/v1alpha1",
+        "kind": "LemonSpec",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 30)
+
+
+def reconcile_spec(client: kube.Client, *, namespace: str, name: str) -> None:
+    """Compute and record the spec's whole status (one status patch, none if unchanged).
+
+    The object is read afresh under a per-object lock, so concurrent triggers (its own events and
+    its profile's readiness changes) never record a stale view over a fresher one.
+    """
+    with _locks[f"{namespace}/{name}"]:
+        current = client.get(kube.SPECS, namespace=namespace, name=name)
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return
+        metadata = current["metadata"]
+        _reconcile(
+            client,
+            namespace=namespace,
+            name=name,
+            uid=metadata["uid"],
+            generation=int(metadata.get("generation", 1)),
+            spec=current.get("spec") or {},
+            status=current.get("status") or {},
+        )
+
+
+def _reconcile(
+    client: kube.Client,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    generation: int,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+) -> None:
+    at = statuses.now()
+    ref = kube.ObjectRef(kube.SPECS, namespace, name, uid)
+    text = render_resource(name=name, spec=spec)
+    try:
+        parsed = parse_spec(text, source=f"{namespace}/{name}")
+    except SpecError as error:
+        errors = [f"{issue.line}:{issue.column}: {issue.message}" for issue in error.issues]
+        conditions = [
+            statuses.condition(
+                "Validated",
+                False,
+                reason="Invalid",
+                message="\n".join(errors),
+                generation=generation,
+                at=at,
+            ),
+            statuses.condition(
+                "TiersReady",
+                None,
+                reason="NotValidated",
+                message="the spec is invalid",
+                generation=generation,
+                at=at,
+            ),
+            statuses.condition(
+                "Ready",
+                False,
+                reason="Invalid",
+                message="the spec is invalid",
+                generation=generation,
+                at=at,
+            ),
+        ]
+        new = LemonSpecStatus(observed_generation=generation, errors=errors)
+        _record(client, ref, status=status, new=new, conditions=conditions)
+        return
+    body = parsed.spec
+    assert isinstance(body, LemonSpecBody)
+    dag = compile_spec(body, output=parsed.output)
+    validated = statuses.condition(
+        "Validated",
+        True,
+        reason="Valid",
+        message=f"{len(body.agents)} agents in {len(dag.levels)} levels; output {dag.output}",
+        generation=generation,
+        at=at,
+    )
+    needed = sorted({agent.capacity for agent in body.agents}, key=list(Capacity).index)
+    tiers, tiers_ready = _tiers(
+        client,
+        namespace=namespace,
+        profile=body.profile or DEFAULT_PROFILE,
+        needed=needed,
+        generation=generation,
+        at=at,
+    )
+    ok = tiers_ready.status == "True"
+    ready = statuses.condition(
+        "Ready",
+        ok,
+        reason="Ready" if ok else tiers_ready.reason,
+        message="validated and every tier is ready" if ok else tiers_ready.message,
+        generation=generation,
+        at=at,
+    )
+    new = LemonSpecStatus(
+        observed_generation=generation,
+        output=dag.output,
+        order=list(dag.order),
+        levels=[list(level) for level in dag.levels],
+        tiers=tiers or None,
+    )
+    _record(client, ref, status=status, new=new, conditions=[validated, tiers_ready, ready])
+
+
+def _tiers(
+    client: kube.Client,
+    *,
+    namespace: str,
+    profile: str,
+    needed: list[Capacity],
+    generation: int,
+    at: str,
+) -> tuple[list[Any], Condition]:
+    def tiers_condition(ok: bool, reason: str, message: str) -> Condition:
+        return statuses.condition(
+            "TiersReady", ok, reason=reason, message=message, generation=generation, at=at
+        )
+
+    found = client.get(kube.PROFILES, namespace=namespace, name=profile)
+    if found is None or found["metadata"].get("deletionTimestamp"):
+        return [], tiers_condition(False, "ProfileNotFound", f"no LemonCapacityProfile {profile}")
+    try:
+        profile_spec = CapacityProfileSpec.model_validate(found.get("spec") or {})
+    except ValueError:
+        return [], tiers_condition(False, "ProfileInvalid", f"profile {profile} is invalid")
+    available = profile_spec.tiers()
+    missing = [tier.value for tier in needed if tier not in available]
+    if missing:
+        return [], tiers_condition(
+            False, "TierNotInProfile", f"profile {profile} has no {', '.join(missing)} tier"
+        )
+    for tier in needed:  # make sure they exist; the profile's reconcile keeps them up to date
+        manifest = manifests.build_inference_service(
+            profile,
+            namespace=namespace,
+            uid=found["metadata"]["uid"],
+            tier=tier,
+            spec=available[tier],
+        )
+        if client.get(kube.ISVC, namespace=namespace, name=manifest["metadata"]["name"]) is None:
+            client.create(kube.ISVC, body=manifest)
+    tiers = profiles.tier_statuses(client, namespace=namespace, name=profile, tiers=needed)
+    waiting = [tier.tier.value for tier in tiers if not tier.ready]
+    if waiting:
+        return tiers, tiers_condition(False, "TiersNotReady", f"waiting for {', '.join(waiting)}")
+    return tiers, tiers_condition(True, "TiersReady", "every tier the agents use is ready")
+
+
+def _record(
+    client: kube.Client,
+    ref: kube.ObjectRef,
+    *,
+    status: Mapping[str, Any],
+    new: LemonSpecStatus,
+    conditions: list[Condition],
+) -> None:
+    body = new.model_dump(by_alias=True, mode="json", exclude_none=True)
+    body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], conditions)
+    for key in ("output", "order", "levels", "errors", "tiers"):
+        body.setdefault(key, None)  # clear what an earlier reconcile wrote
+    if all(status.get(key) == value for key, value in body.items()):
+        return
+    client.patch_status(kube.SPECS, namespace=ref.namespace, name=ref.name, status=body)
+    _announce(client, ref, before=status.get("conditions") or [], after=body["conditions"])
+
+
+def _announce(
+    client: kube.Client,
+    ref: kube.ObjectRef,
+    *,
+    before: list[Mapping[str, Any]],
+    after: list[dict[str, Any]],
+) -> None:
+    """One event per condition of note whose status changed."""
+    for entry in after:
+        if entry["type"] == "TiersReady":
+            continue
+        old = statuses.find_condition(before, entry["type"])
+        if old is not None and old.get("status") == entry["status"]:
+            continue
+        if entry["type"] == "Validated" and entry["status"] == "False":
+            client.emit_event(ref, reason="Invalid", message=entry["message"], warning=True)
+        elif entry["status"] == "True":
+            client.emit_event(ref, reason=entry["type"], message=entry["message"])
+        log.info(
+            "%s/%s: %s=%s (%s)",
+            ref.namespace,
+            ref.name,
+            entry["type"],
+            entry["status"],
+            entry["reason"],
+        )
+
+
+def reconcile_specs_of_profile(client: kube.Client, *, namespace: str, profile: str) -> None:
+    """Reconcile every spec in ``namespace`` that runs on ``profile`` (readiness changed)."""
+    for item in client.list(kube.SPECS, namespace=namespace):
+        if ((item.get("spec") or {}).get("profile") or DEFAULT_PROFILE) == profile:
+            reconcile_spec(client, namespace=namespace, name=item["metadata"]["name"])

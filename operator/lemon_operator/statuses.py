@@ -1,0 +1,66 @@
+"""Pure status helpers: conditions with stable transition times, readiness of InferenceServices."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lemon.resources import Condition, ConditionStatus, TierStatus
+from lemon.spec import Capacity
+
+__all__ = ["condition", "find_condition", "merge_conditions", "now", "tier_status"]
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def condition(
+    kind: str, ok: bool | None, *, reason: str, message: str, generation: int | None, at: str
+) -> Condition:
+    """A condition of ``kind``; ``ok`` None means Unknown."""
+    status = {
+        True: ConditionStatus.TRUE,
+        False: ConditionStatus.FALSE,
+        None: ConditionStatus.UNKNOWN,
+    }
+    return Condition(
+        type=kind,
+        status=status[ok],
+        reason=reason,
+        message=message,
+        last_transition_time=at,
+        observed_generation=generation,
+    )
+
+
+def merge_conditions(
+    previous: Sequence[Mapping[str, Any]], current: Sequence[Condition]
+) -> list[dict[str, Any]]:
+    """``current`` as status JSON, keeping each lastTransitionTime whose status did not change."""
+    before = {entry.get("type"): entry for entry in previous}
+    merged = []
+    for entry in current:
+        data = entry.model_dump(by_alias=True, mode="json", exclude_none=True)
+        old = before.get(entry.type)
+        if old is not None and old.get("status") == data["status"] and "lastTransitionTime" in old:
+            data["lastTransitionTime"] = old["lastTransitionTime"]
+        merged.append(data)
+    return merged
+
+
+def find_condition(conditions: Sequence[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next((entry for entry in conditions if entry.get("type") == kind), None)
+
+
+def tier_status(tier: Capacity, *, name: str, isvc: Mapping[str, Any] | None) -> TierStatus:
+    """A tier's readiness from its InferenceService's status (KServe's Ready condition)."""
+    status = (isvc or {}).get("status") or {}
+    ready = find_condition(status.get("conditions") or [], "Ready")
+    return TierStatus(
+        tier=tier,
+        inference_service=name,
+        url=status.get("url"),
+        ready=bool(ready and ready.get("status") == "True"),
+    )

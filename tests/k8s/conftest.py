@@ -1,0 +1,160 @@
+"""Fixtures of the ``k8s`` tier: a real kube-apiserver + etcd, kubectl, and the operator.
+
+The control plane is built once (``tests/k8s/controlplane.py``; cached under ``~/.cache``) and
+started once per session. If it cannot be built or started the tests fail with the reason; they
+never skip. The operator runs as a real ``kopf run`` subprocess under the generated least-
+privilege ClusterRole, authenticated by its own client certificate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.k8s.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, ensure_tools
+
+BIN = Path(sys.executable).parent
+FIXTURES = Path(__file__).parent / "fixtures"
+OPERATOR_USER = "lemon-operator"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.k8s)
+
+
+class Kubectl:
+    """``kubectl`` against the test control plane."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{proc.stderr}")
+        return proc
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json").stdout)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    try:
+        binaries = ensure_binaries()
+        ensure_tools(bin_dir=BIN)
+        plane = ControlPlane(binaries)
+        plane.start()
+    except ControlPlaneError as error:
+        pytest.fail(f"the k8s tier needs a control plane: {error}", pytrace=False)
+    try:
+        yield plane
+    finally:
+        plane.cleanup()
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane: ControlPlane) -> Kubectl:
+    kubectl = Kubectl(control_plane.kubeconfig)
+    kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(FIXTURES / "inferenceservice-crd.yaml"))
+    kubectl("apply", "-f", str(ROOT / "operator" / "rbac" / "clusterrole.yaml"))
+    kubectl(
+        "create", "clusterrolebinding", "lemon-operator",
+        "--clusterrole=lemon-operator", f"--user={OPERATOR_USER}",
+    )  # fmt: skip
+    for name in ("lemonspecs.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
+        kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    kubectl("wait", "--for=condition=Established", "crd/inferenceservices.serving.kserve.io")
+    return kubectl
+
+
+class Operator:
+    """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user."""
+
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(BIN / "kopf"), "run", "-m", "lemon_operator.main", "--all-namespaces",
+                 "--standalone"],
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, as a crash or an evicted pod."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
+
+@pytest.fixture(scope="session")
+def operator_process(
+    control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    kubeconfig = control_plane.kubeconfig_for(user=OPERATOR_USER)
+    operator = Operator(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    operator.start()
+    yield operator
+    operator.stop()
+    forbidden = [line for line in operator.tail().splitlines() if "Forbidden" in line]
+    assert not forbidden, f"the operator hit RBAC denials:\n{forbidden[:5]}"
+
+
+@pytest.fixture
+def namespace(kubectl: Kubectl) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    return name
+
+
+def wait_for(
+    check: Callable[[], Any], *, timeout: float = 60.0, what: str, diagnose: Callable[[], str]
+) -> Any:
+    """Poll ``check`` until it returns something truthy; fail with ``diagnose()`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.25)
+    pytest.fail(f"timed out waiting for {what}\n{diagnose()}")
