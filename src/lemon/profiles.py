@@ -52,6 +52,9 @@ class TierBackend(BaseModel):
     mode: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = Field(default=None, description="Env var holding the API key.")
     dtype: Literal["bfloat16", "float32", "float16"] = "bfloat16"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    max_batch: Annotated[int, Field(ge=1, le=256)] = 8
+    """In-process tiers: most calls decoded together in one forward batch."""
     max_concurrency: Annotated[int, Field(ge=1, le=1024)] = 8
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     scripted: ScriptedConfig | None = None
@@ -103,6 +106,8 @@ def _endpoints() -> CapacityProfile:
             api_key_env=f"LEMON_{upper}_API_KEY",
             mode="chat",
             dtype="bfloat16",
+            device="auto",
+            max_batch=8,
             max_concurrency=32,
             timeout_s=120.0,
             scripted=None,
@@ -199,7 +204,11 @@ def build_backends(profile: CapacityProfile) -> Mapping[Capacity, Backend]:
         if key not in shared:
             if config.type in {"embedded", "transformers"}:
                 name = PACKAGED if config.type == "embedded" else str(config.model)
-                shared[key] = LocalBackend(ModelSource(name, config.dtype), tier=tier.value)
+                shared[key] = LocalBackend(
+                    ModelSource(name, config.dtype, config.device),
+                    tier=tier.value,
+                    max_batch=config.max_batch,
+                )
             else:
                 api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
                 shared[key] = OpenAIBackend(

@@ -45,6 +45,15 @@ class ModelSource:
 
     name: str
     dtype: str = "bfloat16"
+    device: str = "auto"
+    """``auto`` (CUDA when transformers sees a GPU, else the CPU), ``cpu`` or ``cuda``."""
+
+    def resolved_device(self) -> str:
+        if self.device != "auto":
+            return self.device
+        from transformers.utils.import_utils import is_torch_cuda_available
+
+        return "cuda" if is_torch_cuda_available() else "cpu"
 
     @property
     def is_packaged(self) -> bool:
@@ -116,6 +125,7 @@ class LocalModel:
         texts = [self._prompt_text(r) for r in requests]
         tok = self.tokenizer
         inputs = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        inputs = inputs.to(self.model.device)
         max_new = max(r.decoding.max_tokens for r in requests)
         kwargs: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id}
         if first.temperature > 0:
@@ -172,6 +182,7 @@ def load_model(source: ModelSource) -> LocalModel:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=source.dtype)
+        model.to(source.resolved_device())
         model.eval()
         loaded = LocalModel(source, model, tokenizer)
         _MODELS[source] = loaded
@@ -213,9 +224,10 @@ class LocalBackend:
 
     @property
     def label(self) -> str:
+        where = "" if self.source.device == "auto" else f", {self.source.device}"
         if self.source.is_packaged:
-            return f"in-process SmolLM2-135M-Instruct ({self.source.dtype}, packaged)"
-        return f"in-process {self.source.name} ({self.source.dtype})"
+            return f"in-process SmolLM2-135M-Instruct ({self.source.dtype}{where}, packaged)"
+        return f"in-process {self.source.name} ({self.source.dtype}{where})"
 
     async def model(self) -> LocalModel:
         if self._model is None:

@@ -1,0 +1,14 @@
+"""Evaluation: baselines, the eval loop and reports."""
+
+from lemon.evals.baselines import BASELINES, Baseline, baseline_spec
+from lemon.evals.runner import EvalSettings, evaluate, summarize, task_text
+
+__all__ = [
+    "BASELINES",
+    "Baseline",
+    "EvalSettings",
+    "baseline_spec",
+    "evaluate",
+    "summarize",
+    "task_text",
+]
