@@ -281,3 +281,16 @@ def test_many_programs_run_in_parallel_and_keep_order() -> None:
     results = run_programs(sources, config=SandboxConfig(workers=3))
     assert [r.stdout.strip() for r in results] == [str(i * i) for i in range(12)]
     assert all(r.passed for r in results)
+
+
+def test_a_program_that_rebinds_stdout_still_completes() -> None:
+    result = run("import io, sys\nsys.stdout = io.StringIO()\nprint('hidden')")
+    assert result.passed
+    assert result.stdout == ""
+
+
+def test_a_sandbox_that_cannot_start_is_reported_as_such() -> None:
+    config = SandboxConfig(extra_ro_binds=("/nonexistent/lemon-path",))
+    result = run("print('never')", config)
+    assert result.status is RunStatus.SANDBOX_ERROR
+    assert "bwrap" in result.stderr

@@ -1,6 +1,6 @@
 """A sandbox for untrusted Python programs (generated code and its tests).
 
-Each program runs as an unprivileged user (a per-slot uid when started as root, dropped with
+Each program runs as an unprivileged user (its own uid when started as root, dropped with
 ``setpriv``) inside bubblewrap: its own namespaces (no network), a fresh tmpfs working
 directory, resource limits, a wall-clock timeout, the process group killed at the end; a pass
 needs a per-run marker printed after the program's last statement.

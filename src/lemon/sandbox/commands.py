@@ -25,11 +25,12 @@ import sys
 def _lemon_run():
     data = sys.stdin.buffer.read()
     marker, _, source = data.partition(b"\\n")
+    out = sys.stdout  # the program may rebind sys.stdout; the marker goes to the real one
     code = compile(source, "<program>", "exec")
     exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
-    sys.stdout.flush()
-    sys.stdout.write("\\n" + marker.decode() + "\\n")
-    sys.stdout.flush()
+    out.flush()
+    out.write("\\n" + marker.decode() + "\\n")
+    out.flush()
 _lemon_run()
 """
 """Runs the program read from stdin after a first line holding the run's random marker, and
@@ -68,8 +69,8 @@ def _root_mounts(python: str, extra: tuple[str, ...]) -> list[str]:
     return args
 
 
-def build_command(config: SandboxConfig, *, slot: int) -> list[str]:
-    """argv for one program in worker slot ``slot`` (its uid when started as root)."""
+def build_command(config: SandboxConfig, *, uid: int) -> list[str]:
+    """argv for one program; ``uid`` is the account it runs as when started as root."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(
@@ -82,7 +83,6 @@ def build_command(config: SandboxConfig, *, slot: int) -> list[str]:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             raise SandboxUnavailable("setpriv is missing (apt-get install -y util-linux)")
-        uid = config.uid_base + slot
         argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     argv += [
         bwrap,

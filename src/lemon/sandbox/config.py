@@ -44,9 +44,11 @@ class SandboxConfig(BaseModel):
     uid_base: int = Field(
         default=1_700_000_000,
         ge=1000,
-        description="when started as root, worker slot i runs as uid/gid uid_base + i: an "
-        "account with no files, no groups and its own process count",
+        description="when started as root, each program runs as its own uid/gid, taken in turn "
+        "from uid_base .. uid_base + uid_count - 1: an account with no files and no groups whose "
+        "process count (RLIMIT_NPROC) is that program's alone",
     )
+    uid_count: int = Field(default=65536, ge=64, description="size of that uid range")
     extra_ro_binds: tuple[str, ...] = Field(
         default=(), description="host paths made visible read-only at the same place"
     )

