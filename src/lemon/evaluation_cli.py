@@ -79,7 +79,7 @@ def cmd_data(args: argparse.Namespace) -> int:
                 present = [e for e in entries if e.benchmark is bench and e.items is not None]
                 if any(e.source.value == "test" for e in present):
                     splits[bench.value] = {
-                        part.value: len(split_items(bench, part, directory=args.data_dir))
+                        part.value: len(split_items(bench, split=part, directory=args.data_dir))
                         for part in Split
                     }
     except DataError as exc:

@@ -35,7 +35,7 @@ COUNTS = {
 
 @pytest.mark.parametrize(("benchmark", "source"), list(COUNTS))
 def test_counts_and_unique_ids(benchmark: Benchmark, source: Source) -> None:
-    items = load_items(benchmark, source)
+    items = load_items(benchmark, source=source)
     assert len(items) == COUNTS[benchmark, source]
     assert len({item.id for item in items}) == len(items)
     assert all(item.benchmark is benchmark for item in items)
@@ -43,12 +43,12 @@ def test_counts_and_unique_ids(benchmark: Benchmark, source: Source) -> None:
 
 def test_ids_follow_the_documented_scheme() -> None:
     assert [i.id for i in load_items("gsm8k")[:2]] == ["gsm8k:0", "gsm8k:1"]
-    assert load_items("gsm8k", "train")[5].id == "gsm8k-train:5"
+    assert load_items("gsm8k", source="train")[5].id == "gsm8k-train:5"
     assert load_items("svamp")[0].id == "svamp:chal-1"
     assert load_items("multiarith")[0].id == "multiarith:0"
     assert load_items("aqua")[253].id == "aqua:253"
     assert load_items("mmlu")[0].id == "mmlu:abstract_algebra:0"
-    assert load_items("mmlu", "dev")[0].id == "mmlu-dev:abstract_algebra:0"
+    assert load_items("mmlu", source="dev")[0].id == "mmlu-dev:abstract_algebra:0"
     assert load_items("humaneval")[0].id == "humaneval:HumanEval/0"
 
 

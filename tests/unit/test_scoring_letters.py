@@ -33,28 +33,29 @@ OPTIONS = ["5", "10", "15", "20", "None of these"]
     ],
 )
 def test_extracts(text: str, expected: str | None) -> None:
-    assert extract_letter(text, OPTIONS) == expected
+    assert extract_letter(text, options=OPTIONS) == expected
 
 
 def test_letters_beyond_the_options_do_not_count() -> None:
-    assert extract_letter("The answer is E", ["1", "2", "3", "4"]) is None
+    assert extract_letter("The answer is E", options=["1", "2", "3", "4"]) is None
 
 
 def test_option_text_matches_whole_words_only() -> None:
     # "5" must not match inside "15"
-    assert extract_letter("it is 15", OPTIONS) == "C"
+    assert extract_letter("it is 15", options=OPTIONS) == "C"
 
 
 @pytest.mark.parametrize("benchmark", ["aqua", "mmlu"])
 def test_gold_letters_and_texts_on_real_items(benchmark: str) -> None:
-    items = [i for i in split_items(benchmark, "all") if isinstance(i, ChoiceItem)]
+    items = [i for i in split_items(benchmark, split="all") if isinstance(i, ChoiceItem)]
     for item in items:
-        assert extract_letter(f"Reasoning...\nThe answer is {item.answer}.", item.options) == (
-            item.answer
-        )
-        assert extract_letter(f"({item.answer})", item.options) == item.answer
+        assert extract_letter(
+            f"Reasoning...\nThe answer is {item.answer}.", options=item.options
+        ) == (item.answer)
+        assert extract_letter(f"({item.answer})", options=item.options) == item.answer
     by_text = sum(
-        extract_letter(item.options[item.letters.index(item.answer)], item.options) == item.answer
+        extract_letter(item.options[item.letters.index(item.answer)], options=item.options)
+        == item.answer
         for item in items
     )
     # the fallback fails only where options repeat or contain each other

@@ -79,7 +79,7 @@ def test_tolerance_is_small() -> None:
 @pytest.mark.parametrize("benchmark", ["gsm8k", "svamp", "multiarith"])
 @pytest.mark.parametrize("template", ["The answer is {}.", "#### {}", "\\boxed{{{}}}", "{} total"])
 def test_every_gold_answer_written_out_is_read_back(benchmark: str, template: str) -> None:
-    items = [i for i in split_items(benchmark, "all") if isinstance(i, NumericItem)]
+    items = [i for i in split_items(benchmark, split="all") if isinstance(i, NumericItem)]
     wrong = []
     for item in items:
         found = extract_number("Work: 2 + 2 = 4.\n" + template.format(item.answer_text))
@@ -94,7 +94,7 @@ def test_gsm8k_reference_solutions_score_perfectly() -> None:
     from lemon.data import data_dir
 
     lines = (data_dir() / "gsm8k" / "test.jsonl").read_text().splitlines()
-    items = split_items("gsm8k", "test")
+    items = split_items("gsm8k", split="test")
     for line, item in zip(lines, items, strict=True):
         assert isinstance(item, NumericItem)
         found = extract_number(json.loads(line)["answer"])

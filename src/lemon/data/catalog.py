@@ -46,7 +46,7 @@ def catalog(*, directory: Path | str | None = None, count: bool = True) -> list[
             entry = Entry(benchmark=benchmark, source=source, path=str(path), present=path.exists())
             if entry.present and count:
                 try:
-                    n = len(load_items(benchmark, source, directory=root))
+                    n = len(load_items(benchmark, source=source, directory=root))
                     entry = entry.model_copy(update={"items": n})
                 except DataError as exc:
                     entry = entry.model_copy(update={"error": exc.render()})

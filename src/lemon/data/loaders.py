@@ -31,8 +31,8 @@ _AQUA_OPTION = re.compile(r"^\s*([A-E])\s*\)\s?(.*)$", re.DOTALL)
 
 def load_items(
     benchmark: Benchmark | str,
-    source: Source | str = Source.TEST,
     *,
+    source: Source | str = Source.TEST,
     directory: Path | str | None = None,
 ) -> tuple[Item, ...]:
     """Every item of one published file set, in file order (cached per resolved path)."""

@@ -71,14 +71,14 @@ def is_held_in(item: Item, *, config: SplitConfig) -> bool:
 
 def split_items(
     benchmark: Benchmark | str,
-    split: Split | str = Split.TEST,
     *,
+    split: Split | str = Split.TEST,
     config: SplitConfig | None = None,
     directory: Path | str | None = None,
 ) -> list[Item]:
     """The items of ``split`` in file order (see the module docstring for the rule)."""
     bench, part, config = Benchmark(benchmark), Split(split), config or SplitConfig()
-    tests = list(load_items(bench, Source.TEST, directory=directory))
+    tests = list(load_items(bench, source=Source.TEST, directory=directory))
     if part is Split.ALL:
         return tests
     if bench in _HELD_IN:
@@ -87,5 +87,5 @@ def split_items(
         return tests
     source = Source.TRAIN if bench is Benchmark.GSM8K else Source.DEV
     seen = {normalise_question(item.question) for item in tests}
-    extra = load_items(bench, source, directory=directory)
+    extra = load_items(bench, source=source, directory=directory)
     return [item for item in extra if normalise_question(item.question) not in seen]

@@ -34,7 +34,7 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def extract_letter(text: str, options: Sequence[str]) -> str | None:
+def extract_letter(text: str, *, options: Sequence[str]) -> str | None:
     """The option letter an output chooses, or ``None`` when it names none."""
     letters = "ABCDEFGHIJ"[: len(options)]
     for match in reversed(list(_EXPLICIT.finditer(text))):

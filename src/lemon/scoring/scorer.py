@@ -43,7 +43,7 @@ def item_index(benchmark: Benchmark, *, directory: Path | str | None = None) -> 
     """Every item of every published file set of ``benchmark``, by id."""
     index: dict[str, Item] = {}
     for source in sources(benchmark):
-        for item in load_items(benchmark, source, directory=directory):
+        for item in load_items(benchmark, source=source, directory=directory):
             index[item.id] = item
     return index
 
@@ -57,7 +57,7 @@ def score_item(item: NumericItem | ChoiceItem, output: str) -> ItemScore:
         return ItemScore(
             id=item.id, correct=numbers_equal(number.value, item.answer), extracted=number.value
         )
-    letter = extract_letter(output, item.options)
+    letter = extract_letter(output, options=item.options)
     return ItemScore(id=item.id, correct=letter == item.answer, extracted=letter)
 
 
