@@ -2,8 +2,9 @@
 
 In order, the first rule that finds a valid letter wins:
 
-1. an explicit answer: ``The answer is C``, ``Answer: (C)``, ``the correct option is C``,
-   ``#### C``, ``\\boxed{C}`` (the last such statement in the text);
+1. an explicit answer: ``The answer is C``, ``Answer: (C)``, ``#### C``, ``\\boxed{C}`` (the
+   last such statement in the text), else ``the correct option is C`` (``correct``, ``right``
+   or ``best`` ``option`` or ``choice``; a bare "option D" is not an answer);
 2. a bare reply: the whole output is a letter, optionally bracketed or followed by ``)``/``.``/``:``
    and the option text (``C``, ``(C)``, ``C) 42``);
 3. the last bracketed letter, ``(C)``;
@@ -20,10 +21,15 @@ from collections.abc import Sequence
 
 __all__ = ["extract_letter"]
 
-_EXPLICIT = re.compile(
-    r"(?:\b(?:the\s+)?(?:final\s+|correct\s+|best\s+)?(?:answer|option|choice)"
-    r"(?:\s+(?:is|would\s+be|should\s+be))?\s*(?:[:=]\s*)?|\#\#\#\#\s*|\\boxed\s*\{\s*)"
-    r"\(?\s*\b([A-J])\b(?![\w'])",
+_LETTER = r"\(?\s*\b([A-J])\b(?![\w'])"
+_ANSWER = re.compile(
+    r"(?:\b(?:the\s+)?(?:final\s+|correct\s+|best\s+)?answer"
+    r"(?:\s+(?:is|would\s+be|should\s+be))?\s*(?:[:=]\s*)?|\#\#\#\#\s*|\\boxed\s*\{\s*)" + _LETTER,
+    re.IGNORECASE,
+)
+_OPTION = re.compile(
+    r"\b(?:the\s+)?(?:correct|right|best)\s+(?:option|choice)"
+    r"(?:\s+(?:is|would\s+be|should\s+be))?\s*(?:[:=]\s*)?" + _LETTER,
     re.IGNORECASE,
 )
 _BARE = re.compile(r"^\s*[\(\[]?\s*([A-J])\s*(?:[\)\]\.:]|$)(?:\s|$)")
@@ -37,11 +43,12 @@ def _normalise(text: str) -> str:
 def extract_letter(text: str, *, options: Sequence[str]) -> str | None:
     """The option letter an output chooses, or ``None`` when it names none."""
     letters = "ABCDEFGHIJ"[: len(options)]
-    for match in reversed(list(_EXPLICIT.finditer(text))):
-        letter = match.group(1)
-        # "answer is a ..." in lower case is an article, not option A
-        if letter.isupper() and letter in letters:
-            return letter
+    for pattern in (_ANSWER, _OPTION):
+        for match in reversed(list(pattern.finditer(text))):
+            letter = match.group(1)
+            # "answer is a ..." in lower case is an article, not option A
+            if letter.isupper() and letter in letters:
+                return letter
     bare = _BARE.match(text)
     if bare and bare.group(1) in letters:
         return bare.group(1)
