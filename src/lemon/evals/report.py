@@ -23,11 +23,13 @@ def load_summaries(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
 
 
 def pareto_front(summaries: Sequence[dict[str, Any]]) -> list[int]:
-    """Indices of runs no other run beats on both accuracy (higher) and tokens (lower)."""
+    """Indices of runs that no run on the same benchmark beats on both accuracy (higher) and
+    worker tokens (lower)."""
     front = []
     for i, a in enumerate(summaries):
         dominated = any(
-            b["accuracy"] >= a["accuracy"]
+            b.get("benchmark") == a.get("benchmark")
+            and b["accuracy"] >= a["accuracy"]
             and b["mean_tokens"] <= a["mean_tokens"]
             and (b["accuracy"] > a["accuracy"] or b["mean_tokens"] < a["mean_tokens"])
             for j, b in enumerate(summaries)
@@ -55,40 +57,42 @@ def markdown_table(summaries: Sequence[dict[str, Any]]) -> str:
 
 
 def plot(summaries: Sequence[dict[str, Any]], path: str | Path) -> None:
+    """Accuracy (with its 95% CI) against mean worker tokens, one colour per benchmark; each
+    benchmark's Pareto front is joined by a dashed line and drawn with filled markers."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    front = pareto_front(summaries)
+    front = set(pareto_front(summaries))
+    benchmarks = sorted({str(s.get("benchmark")) for s in summaries})
+    colours = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    for i, s in enumerate(summaries):
-        lo, hi = s["ci95"]
-        ax.errorbar(
-            s["mean_tokens"],
-            s["accuracy"],
-            yerr=[[s["accuracy"] - lo], [hi - s["accuracy"]]],
-            fmt="o",
-            capsize=3,
-            color="tab:red" if i in front else "tab:blue",
-        )
-        ax.annotate(
-            s["run"],
-            (s["mean_tokens"], s["accuracy"]),
-            textcoords="offset points",
-            xytext=(5, 5),
-            fontsize=8,
-        )
-    if len(front) > 1:
-        points = sorted((summaries[i]["mean_tokens"], summaries[i]["accuracy"]) for i in front)
-        ax.plot(
-            [p[0] for p in points],
-            [p[1] for p in points],
-            "--",
-            color="tab:red",
-            label="Pareto front",
-        )
-        ax.legend()
+    for b, bench in enumerate(benchmarks):
+        colour = colours(b % 10)
+        runs = [(i, s) for i, s in enumerate(summaries) if str(s.get("benchmark")) == bench]
+        for i, s in runs:
+            lo, hi = s["ci95"]
+            ax.errorbar(
+                s["mean_tokens"],
+                s["accuracy"],
+                yerr=[[s["accuracy"] - lo], [hi - s["accuracy"]]],
+                fmt="o",
+                mfc=colour if i in front else "white",
+                color=colour,
+                capsize=3,
+            )
+            ax.annotate(
+                str(s.get("method", s["run"])).removeprefix("baseline:"),
+                (s["mean_tokens"], s["accuracy"]),
+                textcoords="offset points",
+                xytext=(5, 5),
+                fontsize=8,
+                color=colour,
+            )
+        points = sorted((s["mean_tokens"], s["accuracy"]) for i, s in runs if i in front)
+        ax.plot([p[0] for p in points], [p[1] for p in points], "--", color=colour, label=bench)
+    ax.legend(title="benchmark (dashed: Pareto front)")
     ax.set_xlabel("mean worker tokens per item")
     ax.set_ylabel("accuracy (95% CI)")
     ax.set_title("Accuracy vs worker tokens")
