@@ -294,3 +294,10 @@ def test_a_sandbox_that_cannot_start_is_reported_as_such() -> None:
     result = run("print('never')", config)
     assert result.status is RunStatus.SANDBOX_ERROR
     assert "bwrap" in result.stderr
+
+
+def test_a_program_larger_than_a_pipe_buffer_is_fed_whole() -> None:
+    source = "x = 1\n" * 200_000 + "print('big', x)"  # 1.2 MB, far above 64 KiB
+    result = run(source, SandboxConfig(timeout_s=20, cpu_s=10))
+    assert result.passed, result.stderr[-500:]
+    assert result.stdout == "big 1\n"

@@ -94,6 +94,17 @@ async def _read_capped(
             overflow.set()
 
 
+async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(payload)
+        await stdin.drain()
+        stdin.close()
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -136,23 +147,25 @@ async def run_program(source: str, *, config: SandboxConfig) -> RunResult:
         _read_capped(process.stderr, stderr, budget, overflow),
     )
     overflowed = asyncio.ensure_future(overflow.wait())
+    payload = marker.encode() + b"\n" + source.encode("utf-8", "surrogatepass")
+    deadline = started + config.timeout_s
     timed_out = False
     try:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            process.stdin.write(marker.encode() + b"\n" + source.encode("utf-8", "surrogatepass"))
-            await process.stdin.drain()
-            process.stdin.close()
-        waiters: set[asyncio.Future[Any]] = {readers, overflowed}
-        done, _ = await asyncio.wait(
-            waiters, timeout=config.timeout_s, return_when=asyncio.FIRST_COMPLETED
-        )
-        timed_out = not done
-        if readers in done:
-            remaining = max(0.0, config.timeout_s - (time.monotonic() - started))
-            try:
-                await asyncio.wait_for(process.wait(), timeout=remaining)
-            except TimeoutError:
-                timed_out = True
+        try:  # writing counts against the timeout too: a stuck reader must not hang us
+            await asyncio.wait_for(_feed(process.stdin, payload), timeout=config.timeout_s)
+        except TimeoutError:
+            timed_out = True
+        if not timed_out:
+            waiters: set[asyncio.Future[Any]] = {readers, overflowed}
+            done, _ = await asyncio.wait(
+                waiters, timeout=_left(deadline), return_when=asyncio.FIRST_COMPLETED
+            )
+            timed_out = not done
+            if readers in done:
+                try:
+                    await asyncio.wait_for(process.wait(), timeout=_left(deadline))
+                except TimeoutError:
+                    timed_out = True
     finally:
         _kill_group(process.pid)
         await process.wait()
