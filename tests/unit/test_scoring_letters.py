@@ -29,6 +29,9 @@ OPTIONS = ["5", "10", "15", "20", "None of these"]
         ("The answer is 15", "C"),
         ("the answer is a tricky one: 20", "D"),  # lower-case 'a' is an article
         ("The answer is F", None),  # no option F
+        ("Therefore the answer is: c", "C"),
+        ("answer: (b) because 10", "B"),
+        ("The answer is a.\nThat is all", "A"),
         ("The answer is C. Option D is wrong, and the best choice is not B", "C"),
         ("Option A fails, option B fails; the right choice is (E)", "E"),
         ("Check option A: 5 is too small.", "A"),  # only the option text fallback applies

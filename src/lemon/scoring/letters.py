@@ -4,7 +4,8 @@ In order, the first rule that finds a valid letter wins:
 
 1. an explicit answer: ``The answer is C``, ``Answer: (C)``, ``#### C``, ``\\boxed{C}`` (the
    last such statement in the text), else ``the correct option is C`` (``correct``, ``right``
-   or ``best`` ``option`` or ``choice``; a bare "option D" is not an answer);
+   or ``best`` ``option`` or ``choice``; a bare "option D" is not an answer); a lower-case
+   letter counts only where it ends the statement (``answer: c``);
 2. a bare reply: the whole output is a letter, optionally bracketed or followed by ``)``/``.``/``:``
    and the option text (``C``, ``(C)``, ``C) 42``);
 3. the last bracketed letter, ``(C)``;
@@ -32,8 +33,20 @@ _OPTION = re.compile(
     r"(?:\s+(?:is|would\s+be|should\s+be))?\s*(?:[:=]\s*)?" + _LETTER,
     re.IGNORECASE,
 )
+_LOWER_END = re.compile(r"\)|[ \t]*[.!]?[ \t]*(?:\n|$)")
 _BARE = re.compile(r"^\s*[\(\[]?\s*([A-J])\s*(?:[\)\]\.:]|$)(?:\s|$)")
 _BRACKETED = re.compile(r"\(([A-J])\)")
+
+
+def _explicit_letter(text: str, match: re.Match[str]) -> str | None:
+    """The matched letter; a lower-case one only when it ends the statement (``answer: c``,
+    ``answer is (c).``), since ``the answer is a number`` uses the article."""
+    letter = match.group(1)
+    if letter.isupper():
+        return letter
+    if _LOWER_END.match(text, match.end()):
+        return letter.upper()
+    return None
 
 
 def _normalise(text: str) -> str:
@@ -45,9 +58,8 @@ def extract_letter(text: str, *, options: Sequence[str]) -> str | None:
     letters = "ABCDEFGHIJ"[: len(options)]
     for pattern in (_ANSWER, _OPTION):
         for match in reversed(list(pattern.finditer(text))):
-            letter = match.group(1)
-            # "answer is a ..." in lower case is an article, not option A
-            if letter.isupper() and letter in letters:
+            letter = _explicit_letter(text, match)
+            if letter is not None and letter in letters:
                 return letter
     bare = _BARE.match(text)
     if bare and bare.group(1) in letters:
