@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lemon.data import NumericItem, split_items
 from lemon.scoring import extract_number, numbers_equal
@@ -100,3 +102,22 @@ def test_gsm8k_reference_solutions_score_perfectly() -> None:
         found = extract_number(json.loads(line)["answer"])
         assert found is not None
         assert numbers_equal(found.value, item.answer), item.id
+
+
+@given(
+    value=st.integers(min_value=-(10**12), max_value=10**12),
+    cents=st.sampled_from(["", ".5", ".25", ".75"]),
+    commas=st.booleans(),
+    currency=st.sampled_from(["", "$", "€", "£"]),
+    template=st.sampled_from(["The answer is {}.", "#### {}", "Answer: {}", "so {} in total"]),
+    noise=st.sampled_from(["", "Step 1: 3 + 4 = 7.\n", "We had 12, lost 5 (-5), ", "x"]),
+)
+def test_any_written_number_is_read_back(
+    value: int, cents: str, commas: bool, currency: str, template: str, noise: str
+) -> None:
+    digits = f"{abs(value):,}" if commas else str(abs(value))
+    written = ("-" if value < 0 else "") + currency + digits + cents
+    expected = (abs(value) + float(cents or 0)) * (-1 if value < 0 else 1)
+    found = extract_number(noise + template.format(written))
+    assert found is not None
+    assert numbers_equal(found.value, expected), (written, found)
