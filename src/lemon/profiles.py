@@ -51,7 +51,8 @@ class TierBackend(BaseModel):
     url: str | None = Field(default=None, description="Base URL, e.g. http://host:8000/v1.")
     mode: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = Field(default=None, description="Env var holding the API key.")
-    dtype: Literal["bfloat16", "float32", "float16"] = "bfloat16"
+    dtype: Literal["auto", "bfloat16", "float32", "float16"] = "auto"
+    """In-process tiers; ``auto``: bfloat16 on a GPU, float32 on a CPU."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     max_batch: Annotated[int, Field(ge=1, le=256)] = 8
     """In-process tiers: most calls decoded together in one forward batch."""
@@ -105,7 +106,7 @@ def _endpoints() -> CapacityProfile:
             model=os.environ.get(f"LEMON_{upper}_MODEL", "default"),
             api_key_env=f"LEMON_{upper}_API_KEY",
             mode="chat",
-            dtype="bfloat16",
+            dtype="auto",
             device="auto",
             max_batch=8,
             max_concurrency=32,

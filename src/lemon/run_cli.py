@@ -154,7 +154,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser("serve-model", help="OpenAI-compatible HTTP server over an in-process model")
     p.add_argument("--model", default="packaged", help="'packaged' or a local model directory")
     p.add_argument("--served-model-name", default=None)
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "bfloat16", "float32", "float16"],
+        help="auto: bfloat16 on a GPU, float32 on a CPU",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--batch-window", type=float, default=0.02, help="seconds to gather a batch")

@@ -44,9 +44,16 @@ class ModelSource:
     Hugging Face id (which needs the hub; offline this fails with the hub's own error)."""
 
     name: str
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
+    """``auto``: bfloat16 on a GPU, float32 on a CPU (CPUs without native bf16, such as AVX2
+    ones, decode batches several times faster in float32); or a dtype name."""
     device: str = "auto"
     """``auto`` (CUDA when transformers sees a GPU, else the CPU), ``cpu`` or ``cuda``."""
+
+    def resolved_dtype(self) -> str:
+        if self.dtype != "auto":
+            return self.dtype
+        return "bfloat16" if self.resolved_device() == "cuda" else "float32"
 
     def resolved_device(self) -> str:
         if self.device != "auto":
@@ -60,7 +67,7 @@ class ModelSource:
         return self.name == PACKAGED
 
 
-def _converted_packaged(dtype: str) -> Path:
+def _converted_packaged(dtype: str = "bfloat16") -> Path:
     """The packaged GGUF converted once to safetensors; returns the cached directory."""
     target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-{dtype}"
     if (target / "config.json").is_file():
@@ -176,12 +183,12 @@ def load_model(source: ModelSource) -> LocalModel:
             return _MODELS[source]
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = str(_converted_packaged(source.dtype)) if source.is_packaged else source.name
+        path = str(_converted_packaged("bfloat16")) if source.is_packaged else source.name
         tokenizer = AutoTokenizer.from_pretrained(path)
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=source.dtype)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=source.resolved_dtype())
         model.to(source.resolved_device())
         model.eval()
         loaded = LocalModel(source, model, tokenizer)
