@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -68,9 +69,18 @@ def cmd_data(args: argparse.Namespace) -> int:
         DataError,
         Split,
         catalog,
+        layout,
         split_items,
     )
 
+    if args.data_dir is None and not os.environ.get(DATA_DIR_ENV):
+        print(f"lemon: no data directory: set {DATA_DIR_ENV} or pass --data-dir.", file=sys.stderr)
+        print("Expected layout (paths relative to it; the official sources below):")
+        for bench, source, relative in layout():
+            print(f"  {bench.value:<11} {source.value:<5} {relative}")
+        for bench in Benchmark:
+            print(f"  {bench.value}: {OFFICIAL_SOURCES[bench]}")
+        return 2
     try:
         entries = catalog(directory=args.data_dir)
         splits: dict[str, dict[str, int]] = {}

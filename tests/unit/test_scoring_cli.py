@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +140,19 @@ def test_data_says_where_missing_files_go(lemon, tmp_path: Path) -> None:  # typ
     assert f"{tmp_path}/gsm8k/test.jsonl" in result.stdout
     assert "does not download" in result.stderr
     assert "github.com/openai/grade-school-math" in result.stderr
+
+
+def test_data_without_a_directory_shows_the_layout() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LEMON_DATA_DIR"}
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("lemon")), "data"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "no data directory: set LEMON_DATA_DIR" in result.stderr
+    assert "gsm8k/test.jsonl" in result.stdout
+    assert "humaneval/HumanEval.jsonl.gz" in result.stdout

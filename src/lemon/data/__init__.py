@@ -7,7 +7,7 @@ from lemon.data.catalog import OFFICIAL_SOURCES, Entry, catalog
 from lemon.data.errors import DataError
 from lemon.data.items import Benchmark, ChoiceItem, CodeItem, Item, NumericItem, answer_kind
 from lemon.data.loaders import load_items, mmlu_subjects
-from lemon.data.paths import DATA_DIR_ENV, Source, data_dir, source_path
+from lemon.data.paths import DATA_DIR_ENV, Source, data_dir, layout, source_path
 from lemon.data.splits import Split, SplitConfig, is_held_in, normalise_question, split_items
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "catalog",
     "data_dir",
     "is_held_in",
+    "layout",
     "load_items",
     "mmlu_subjects",
     "normalise_question",

@@ -13,7 +13,7 @@ from pathlib import Path
 from lemon.data.errors import DataError
 from lemon.data.items import Benchmark
 
-__all__ = ["DATA_DIR_ENV", "Source", "data_dir", "source_path", "sources"]
+__all__ = ["DATA_DIR_ENV", "Source", "data_dir", "layout", "source_path", "sources"]
 
 DATA_DIR_ENV = "LEMON_DATA_DIR"
 
@@ -38,6 +38,11 @@ _FILES: dict[tuple[Benchmark, Source], str] = {
 }
 
 
+def layout() -> list[tuple[Benchmark, Source, str]]:
+    """Every expected file set and its path relative to the data directory."""
+    return [(bench, source, relative) for (bench, source), relative in _FILES.items()]
+
+
 def sources(benchmark: Benchmark) -> list[Source]:
     """The published file sets of ``benchmark`` (always ``test`` first)."""
     return [source for (bench, source) in _FILES if bench is benchmark]
@@ -50,7 +55,7 @@ def data_dir(path: Path | str | None = None) -> Path:
         if not env:
             raise DataError(
                 f"no data directory: set {DATA_DIR_ENV} (e.g. to ../shared/data/benchmarks); "
-                "see 'lemon data'"
+                "'lemon data' shows the layout"
             )
         path = env
     directory = Path(path)
