@@ -125,7 +125,7 @@ class LocalModel:
         return text + request.prefill
 
     def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """Decode ``requests`` together (they must share decoding settings but max_tokens)."""
+        """Decode ``requests`` together (they share decoding settings except ``max_tokens``)."""
         from transformers import set_seed
 
         first = requests[0].decoding
@@ -135,6 +135,8 @@ class LocalModel:
         inputs = inputs.to(self.model.device)
         max_new = max(r.decoding.max_tokens for r in requests)
         kwargs: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id}
+        if first.stop:  # stop each sequence early; the text is also cut below
+            kwargs.update(stop_strings=list(first.stop), tokenizer=tok)
         if first.temperature > 0:
             kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
             if first.seed is not None:
@@ -279,14 +281,13 @@ class LocalBackend:
         if not live:
             self._queue.clear()
             return []
-        head = live[0].request.decoding
-        key = (head.temperature, head.top_p, head.seed)
-        batch = [
-            p
-            for p in live
-            if (p.request.decoding.temperature, p.request.decoding.top_p, p.request.decoding.seed)
-            == key
-        ][: self.max_batch]
+
+        def group(pending: _Pending) -> tuple[object, ...]:
+            d = pending.request.decoding
+            return (d.temperature, d.top_p, d.seed, d.stop)
+
+        key = group(live[0])
+        batch = [p for p in live if group(p) == key][: self.max_batch]
         chosen = {id(p) for p in batch}
         self._queue = [p for p in live if id(p) not in chosen]
         return batch

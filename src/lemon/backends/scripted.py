@@ -94,9 +94,10 @@ class ScriptedBackend:
             raise BackendError(f"scripted failure: {code}", transient=transient)
         await asyncio.sleep(latency)
         digest = hashlib.sha256(prompt.encode()).hexdigest()[:8]
-        text = request.prefill + rule.output.replace("{digest}", digest).replace(
-            "{model}", self.model_id
-        )
+        answer = rule.output.replace("{digest}", digest).replace("{model}", self.model_id)
+        for stop in request.decoding.stop:  # like a server: the stop string is not returned
+            answer = answer.split(stop, 1)[0]
+        text = request.prefill + answer
         completion = (
             rule.completion_tokens if rule.completion_tokens is not None else _count_tokens(text)
         )

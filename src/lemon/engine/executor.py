@@ -21,7 +21,7 @@ import asyncio
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lemon.backends.base import (
     Backend,
@@ -111,7 +111,10 @@ def build_request(
     role = roles[agent.role]
     prompt = role.render(task=task, duties=agent.duties, inputs=_inputs_text(agent, spec, results))
     prefill = (options.prefill or {}).get(agent.role, "")
-    return GenerationRequest((Message("user", prompt),), options.decoding, prefill)
+    decoding = options.decoding
+    if prefill.count("```") % 2 == 1 and "```" not in decoding.stop:
+        decoding = replace(decoding, stop=(*decoding.stop, "```"))  # stop at the fence's end
+    return GenerationRequest((Message("user", prompt),), decoding, prefill)
 
 
 class _Run:
@@ -137,9 +140,17 @@ class _Run:
         self.cache = cache
         self.t0 = time.perf_counter()
         self.results = {
-            a.name: AgentResult(a.name, a.role, a.capacity.value, backends[a.capacity].model_id)
+            a.name: AgentResult(
+                a.name,
+                a.role,
+                a.capacity.value,
+                f"tool:{roles[a.role].tool}"
+                if roles[a.role].is_tool
+                else backends[a.capacity].model_id,
+            )
             for a in spec.agents
         }
+        self.tool_slots = asyncio.Semaphore(8)
         self.done = {a.name: asyncio.Event() for a in spec.agents}
         limits = options.concurrency or {}
         self.slots = {tier: asyncio.Semaphore(limits.get(tier, 8)) for tier in Capacity}
@@ -178,6 +189,9 @@ class _Run:
                 self._finish(
                     result, AgentStatus.SKIPPED, f"dependency {failed[0]!r} did not succeed"
                 )
+                return
+            if self.roles[agent.role].is_tool:
+                await self._run_tool(agent, result)
                 return
             request = build_request(
                 agent,
@@ -234,6 +248,42 @@ class _Run:
                 status = AgentStatus.FAILED if result.started_s is not None else AgentStatus.SKIPPED
                 self._finish(result, status, "run deadline reached before the agent finished")
             raise
+
+    async def _run_tool(self, agent: Agent, result: AgentResult) -> None:
+        """A tool role's work: no model call, zero tokens, the time counted."""
+        from lemon.tools import run_python_tool
+
+        inputs = [self.results[dep].output for dep in agent.depends_on]
+        key: CacheKey = (agent.name, result.model, tuple(inputs))
+        cached = self.cache.get(key) if self.cache is not None else None
+        self.trace.emit(
+            "agent_start",
+            agent=agent.name,
+            role=agent.role,
+            capacity=agent.capacity.value,
+            model=result.model,
+            reused=cached is not None,
+        )
+        if cached is not None:
+            result.reused = True
+            self.reused += 1
+            self._accept(result, cached, latency=0.0)
+            self._finish(result, AgentStatus.SUCCEEDED)
+            return
+        async with self.tool_slots:
+            result.started_s = self._now()
+            result.attempts = 1
+            started = time.perf_counter()
+            outcome = await run_python_tool(inputs)
+            result.latency_s = time.perf_counter() - started
+        if not outcome.ok:
+            self._finish(result, AgentStatus.FAILED, outcome.error)
+            return
+        generation = Generation(outcome.output, 0, 0)
+        self._accept(result, generation, latency=result.latency_s)
+        if self.cache is not None:
+            self.cache.put(key, generation)
+        self._finish(result, AgentStatus.SUCCEEDED)
 
     def _accept(self, result: AgentResult, generation: Generation, *, latency: float) -> None:
         result.output = generation.text

@@ -80,8 +80,10 @@ class RunResult:
 
     @property
     def calls(self) -> int:
-        """Model calls actually made (reused answers cost none)."""
-        return sum(a.attempts for a in self.agents if not a.reused)
+        """Model calls actually made (reused answers and tool agents cost none)."""
+        return sum(
+            a.attempts for a in self.agents if not a.reused and not a.model.startswith("tool:")
+        )
 
     def tokens(self) -> dict[str, int]:
         """Worker tokens of the spec: reused answers count what they cost when computed, so a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from lemon.backends.base import Backend
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
@@ -39,11 +40,16 @@ async def run_task(
     from lemon.policy.template import template_spec
 
     output: str | None
+    from lemon.policy.template import classify_task, prefills
+
     if parsed is not None:
         spec, output, origin = parsed.spec, parsed.output, parsed.source
     else:
         kind, spec, _ = template_spec(task)
         output, origin = spec.output, f"template policy ({kind.value})"
+    options = options or ExecutionOptions()
+    if options.prefill is None:
+        options = replace(options, prefill=prefills(classify_task(task)))
     if trace is not None:
         trace.emit("spec_ready", origin=origin)
     owned = backends is None

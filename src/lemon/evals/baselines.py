@@ -11,6 +11,9 @@
   aggregator), ``debate`` (three solvers, then three revisers each reading all three, then an
   aggregator: a fully connected round).
 - ``template``: the template policy (:mod:`lemon.policy.template`).
+- Tool-backed: ``pot`` (programmer → python_executor: the program's output is the answer) and
+  ``plan-pot`` (planner → programmer → python_executor → verifier). On numeric tasks the
+  programmer's answer is prefilled with an open code block and ``answer = ``.
 
 Not reimplemented: AgentPrune, G-Designer, AFlow and MaAS (their learned topologies need their
 own training code); the fixed topologies above are the structures those papers compare against.
@@ -55,6 +58,8 @@ BASELINES: dict[str, Baseline] = {
         Baseline("tree", "planner -> two solvers -> a verifier each -> aggregator"),
         Baseline("debate", "three solvers, three revisers reading all, aggregator"),
         Baseline("template", "the template policy's team for the task kind"),
+        Baseline("pot", "programmer -> python_executor (program of thought, run in the sandbox)"),
+        Baseline("plan-pot", "planner -> programmer -> python_executor -> verifier"),
     ]
 }
 
@@ -79,6 +84,18 @@ def baseline_spec(name: str, task: str) -> Spec:
         agents = [_agent("solver", solver, "medium")]
     elif name == "template":
         return template_spec(task)[1]
+    elif name == "pot":
+        agents = [
+            _agent("coder", "programmer", "medium"),
+            _agent("run", "python_executor", "small", "coder"),
+        ]
+    elif name == "plan-pot":
+        agents = [
+            _agent("planner", "planner", "small"),
+            _agent("coder", "programmer", "medium", "planner"),
+            _agent("run", "python_executor", "small", "coder"),
+            _agent("checker", "verifier", "medium", "planner", "coder", "run"),
+        ]
     elif name == "chain":
         agents = [
             _agent("planner", "planner", "small"),

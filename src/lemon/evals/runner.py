@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon.backends.base import Backend, Decoding
-from lemon.data.items import ChoiceItem, CodeItem, Item
+from lemon.data.items import ChoiceItem, CodeItem, Item, NumericItem
 from lemon.engine.executor import ExecutionOptions, execute
 from lemon.evals.baselines import BASELINES, baseline_spec
 from lemon.spec.models import Capacity, Spec
@@ -86,6 +86,12 @@ class ItemRecord:
         }
 
 
+def _prefill(item: Item) -> dict[str, str]:
+    from lemon.policy.template import TaskKind, prefills
+
+    return prefills(TaskKind.MATH) if isinstance(item, NumericItem) else {}
+
+
 def _extract(item: Item, text: str) -> tuple[float | str | None, bool]:
     from lemon.scoring.scorer import score_item
 
@@ -115,7 +121,9 @@ async def _run_item(
             if samples == 1
             else Decoding(max_tokens=settings.max_tokens, temperature=SC_TEMPERATURE, seed=k)
         )
-        options = ExecutionOptions(decoding=decoding, deadline_s=settings.deadline_s)
+        options = ExecutionOptions(
+            decoding=decoding, deadline_s=settings.deadline_s, prefill=_prefill(item)
+        )
         result = await execute(spec, task=task, backends=backends, options=options)
         record.tokens += result.tokens()["total"]
         record.calls += result.calls

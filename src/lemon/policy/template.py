@@ -23,7 +23,12 @@ from enum import StrEnum
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Spec
 
-__all__ = ["TEMPLATES", "TaskKind", "classify_task", "template_spec"]
+__all__ = ["COMPUTE_PREFILL", "TEMPLATES", "TaskKind", "classify_task", "prefills", "template_spec"]
+
+COMPUTE_PREFILL = "```python\nanswer = "
+"""What a programmer's answer starts with on numeric tasks. Small models write a program far
+more often when the code block is already open: on the first 20 MultiArith items the packaged
+135M model solved 0/20 with plain program-of-thought prompting and 2/20 with this prefill."""
 
 
 class TaskKind(StrEnum):
@@ -109,6 +114,11 @@ TEMPLATES: dict[TaskKind, dict[str, object]] = {
         "output": "expert",
     },
 }
+
+
+def prefills(kind: TaskKind) -> dict[str, str]:
+    """Assistant prefills per role for a task kind (programmers compute on maths tasks)."""
+    return {"programmer": COMPUTE_PREFILL} if kind is TaskKind.MATH else {}
 
 
 def template_spec(task: str, *, kind: TaskKind | None = None) -> tuple[TaskKind, Spec, str]:

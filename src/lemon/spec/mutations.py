@@ -21,6 +21,7 @@ from typing import Any
 
 from lemon.spec.formatting import format_resource, format_spec
 from lemon.spec.models import Agent, LemonSpec, Spec
+from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.spec.validation import ParsedSpec
 
 __all__ = ["Mutation", "MutationKind", "mutate", "mutations"]
@@ -84,10 +85,18 @@ def _mutant(
 
 
 def mutations(
-    parsed: ParsedSpec, *, kinds: Iterable[MutationKind] = tuple(MutationKind)
+    parsed: ParsedSpec,
+    *,
+    kinds: Iterable[MutationKind] = tuple(MutationKind),
+    roles: RoleLibrary | None = None,
 ) -> list[Mutation]:
-    """Every single-field mutation of the chosen kinds, agent by agent in file order."""
+    """Every single-field mutation of the chosen kinds, in file order.
+
+    Agents of tool roles (e.g. ``python_executor``) get no ``downgrade_capacity`` mutant: no
+    model runs them, so their capacity changes nothing.
+    """
     wanted = frozenset(kinds)
+    library = roles if roles is not None else default_roles()
     out: list[Mutation] = []
     for i, agent in enumerate(parsed.spec.agents):
         if MutationKind.DROP_DEPENDENCY in wanted:
@@ -101,7 +110,8 @@ def mutations(
             new = agent.model_copy(update={"duties": None})
             out.append(_mutant(parsed, i, MutationKind.ROLLBACK_ROLE, agent.role, ("duties",), new))
         lower = agent.capacity.downgraded()
-        if MutationKind.DOWNGRADE_CAPACITY in wanted and lower is not None:
+        is_tool = agent.role in library and library[agent.role].is_tool
+        if MutationKind.DOWNGRADE_CAPACITY in wanted and lower is not None and not is_tool:
             new = agent.model_copy(update={"capacity": lower})
             out.append(
                 _mutant(parsed, i, MutationKind.DOWNGRADE_CAPACITY, lower.value, ("capacity",), new)

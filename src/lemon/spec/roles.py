@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path as FsPath
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -52,6 +52,16 @@ class Role(BaseModel):
     template: _Text = Field(
         description="Prompt template; placeholders: {task}, {duties}, {inputs}, {output_format}."
     )
+    tool: Literal["python"] | None = Field(
+        default=None,
+        description="A tool that does this role's work instead of a model: 'python' runs the "
+        "code its dependencies wrote in the sandbox. Tool agents make no model call; their "
+        "capacity is ignored (and never downgraded by a mutation).",
+    )
+
+    @property
+    def is_tool(self) -> bool:
+        return self.tool is not None
 
     @field_validator("template")
     @classmethod
