@@ -45,7 +45,7 @@ def _method(args: argparse.Namespace) -> str:
 def cmd_eval(args: argparse.Namespace) -> int:
     from lemon.data.errors import DataError
     from lemon.data.items import Benchmark
-    from lemon.data.loaders import load_items
+    from lemon.data.splits import split_items
     from lemon.evals.runner import EvalSettings, evaluate, print_progress
     from lemon.profiles import build_backends, resolve_profile
 
@@ -60,7 +60,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     try:
-        items = list(load_items(benchmark, directory=args.data_dir))
+        items = split_items(benchmark, split=args.split, directory=args.data_dir)
     except DataError as exc:
         raise UsageError(str(exc)) from None
     items = items[args.offset : args.offset + args.limit if args.limit else None]
@@ -78,6 +78,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "run": name,
         "benchmark": benchmark.value,
         "profile": profile.name,
+        "split": args.split,
         "offset": args.offset,
         "limit": args.limit,
     }
@@ -132,6 +133,13 @@ def register(sub: Any) -> None:
     p.add_argument("--benchmark", required=True)
     p.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
     p.add_argument("--offset", type=int, default=0)
+    p.add_argument(
+        "--split",
+        choices=["test", "all", "train"],
+        default="test",
+        help="test (default): reported items only, never the held-in training partition; "
+        "all: the whole published file, in file order",
+    )
     p.add_argument("--spec", metavar="PATH", help="run this spec on every item")
     p.add_argument(
         "--baseline",

@@ -129,3 +129,33 @@ def test_report(tmp_path: Path) -> None:
     assert table.count("| yes |") == 2
     plot(loaded, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_reports_only_test_items_by_default(tmp_path: Path) -> None:
+    from lemon.data.splits import split_items
+
+    result = run_lemon(
+        "eval",
+        "--benchmark",
+        "svamp",
+        "--limit",
+        "40",
+        "--profile",
+        "scripted",
+        "--baseline",
+        "single",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "s",
+        "-q",
+    )
+    assert result.returncode == 0, result.stderr
+    ids = [
+        json.loads(x)["id"] for x in (tmp_path / "s" / "items.jsonl").read_text().split("\n") if x
+    ]
+    test_ids = [item.id for item in split_items("svamp", split="test")]
+    held_in = {item.id for item in split_items("svamp", split="train")}
+    assert sorted(ids, key=test_ids.index) == test_ids[:40]
+    assert not held_in & set(ids)
+    assert held_in  # the held-in partition exists, and was skipped
