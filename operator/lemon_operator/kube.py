@@ -8,9 +8,11 @@ about; any other API error propagates and kopf retries the handler.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from kubernetes import client, config
@@ -56,13 +58,17 @@ class ObjectRef:
     uid: str
 
 
-def connect(*, pool_size: int = 32) -> Client:
-    """A client from the in-cluster service account, else from ``KUBECONFIG``."""
-    try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except config.ConfigException:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
-    configuration = client.Configuration.get_default_copy()
+def connect(*, kubeconfig: Path | None = None, pool_size: int = 32) -> Client:
+    """A client from ``kubeconfig`` if given, else the in-cluster service account, else the
+    kubeconfig named by ``KUBECONFIG`` (or ``~/.kube/config``)."""
+    configuration = client.Configuration()
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            kubeconfig = Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+    if kubeconfig is not None:
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
     return Client(client.ApiClient(configuration))
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import kopf
 
-from lemon_operator import kube, manifests, profiles, specs
+from lemon.spec import Capacity
+from lemon_operator import kube, manifests, profiles, specs, statuses
 
 __all__ = ["main"]
 
@@ -91,15 +92,26 @@ def profile_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
 
 @kopf.on.event(*ISVC, labels={"app.kubernetes.io/managed-by": manifests.MANAGED_BY})
 def inference_service_event(
-    type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
+    type: str | None,
+    namespace: str | None,
+    name: str | None,
+    labels: kopf.Labels,
+    body: kopf.Body,
+    **_: Any,
 ) -> None:
     if type is None:  # the initial listing; resume handlers cover what changed while down
         return
     profile = labels.get(manifests.PROFILE_LABEL)
-    if not namespace or not profile:
+    tier = labels.get(manifests.TIER_LABEL)
+    if not namespace or not name or not profile or tier not in set(Capacity):
         return
+    changed = statuses.tier_status(
+        Capacity(tier), name=name, isvc=None if type == "DELETED" else dict(body)
+    )
     profiles.refresh_profile(_client(), namespace=namespace, name=profile)
-    specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=profile)
+    specs.reconcile_specs_of_profile(
+        _client(), namespace=namespace, profile=profile, changed=changed
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from lemon.resources import CapacityProfileSpec, CapacityProfileStatus
+from lemon.resources import CapacityProfileSpec, CapacityProfileStatus, TierStatus
 from lemon.spec import Capacity
 from lemon_operator import kube, manifests, statuses
 
 __all__ = [
     "delete_profile",
+    "owned_inference_services",
     "reconcile_profile",
     "refresh_profile",
     "refresh_profile_status",
@@ -107,23 +108,28 @@ def _spec(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def tier_statuses(
-    client: kube.Client, *, namespace: str, name: str, tiers: Sequence[Capacity] | None = None
-) -> list[Any]:
-    """The TierStatus of each InferenceService the profile owns (or of ``tiers``)."""
-    owned = {
+def owned_inference_services(
+    client: kube.Client, *, namespace: str, name: str
+) -> dict[str, dict[str, Any]]:
+    """The live InferenceServices the profile owns, by tier."""
+    return {
         item["metadata"].get("labels", {}).get(manifests.TIER_LABEL): item
         for item in client.list(
             kube.ISVC, namespace=namespace, labels=manifests.owned_selector(name)
         )
         if _live(item)
     }
-    chosen = tiers if tiers is not None else [tier for tier in Capacity if tier.value in owned]
+
+
+def tier_statuses(client: kube.Client, *, namespace: str, name: str) -> list[TierStatus]:
+    """The TierStatus of each InferenceService the profile owns, smallest tier first."""
+    owned = owned_inference_services(client, namespace=namespace, name=name)
     return [
         statuses.tier_status(
-            tier, name=manifests.inference_service_name(name, tier), isvc=owned.get(tier.value)
+            tier, name=manifests.inference_service_name(name, tier), isvc=owned[tier.value]
         )
-        for tier in chosen
+        for tier in Capacity
+        if tier.value in owned
     ]
 
 

@@ -42,14 +42,9 @@ RULES: list[dict[str, Any]] = [
         "resources": ["events"],
         "verbs": ["create"],
     },
-    {  # kopf observes CRDs and namespaces to find its resources
+    {  # kopf observes CRDs to find its resources (namespaces only for glob patterns: unused)
         "apiGroups": ["apiextensions.k8s.io"],
         "resources": ["customresourcedefinitions"],
-        "verbs": ["list", "watch"],
-    },
-    {
-        "apiGroups": [""],
-        "resources": ["namespaces"],
         "verbs": ["list", "watch"],
     },
 ]

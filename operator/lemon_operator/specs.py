@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from lemon.resources import CapacityProfileSpec, Condition, LemonSpecStatus
+from lemon.resources import CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
 from lemon.spec import Capacity, SpecError, compile_spec, parse_spec
 from lemon.spec.models import Agent, LemonSpecBody
 from lemon_operator import kube, manifests, profiles, statuses
@@ -168,7 +168,7 @@ def _tiers(
     needed: list[Capacity],
     generation: int,
     at: str,
-) -> tuple[list[Any], Condition]:
+) -> tuple[list[TierStatus], Condition]:
     def tiers_condition(ok: bool, reason: str, message: str) -> Condition:
         return statuses.condition(
             "TiersReady", ok, reason=reason, message=message, generation=generation, at=at
@@ -187,17 +187,23 @@ def _tiers(
         return [], tiers_condition(
             False, "TierNotInProfile", f"profile {profile} has no {', '.join(missing)} tier"
         )
+    owned = profiles.owned_inference_services(client, namespace=namespace, name=profile)
     for tier in needed:  # make sure they exist; the profile's reconcile keeps them up to date
-        manifest = manifests.build_inference_service(
-            profile,
-            namespace=namespace,
-            uid=found["metadata"]["uid"],
-            tier=tier,
-            spec=available[tier],
-        )
-        if client.get(kube.ISVC, namespace=namespace, name=manifest["metadata"]["name"]) is None:
+        if tier.value not in owned:
+            manifest = manifests.build_inference_service(
+                profile,
+                namespace=namespace,
+                uid=found["metadata"]["uid"],
+                tier=tier,
+                spec=available[tier],
+            )
             client.create(kube.ISVC, body=manifest)
-    tiers = profiles.tier_statuses(client, namespace=namespace, name=profile, tiers=needed)
+    tiers = [
+        statuses.tier_status(
+            tier, name=manifests.inference_service_name(profile, tier), isvc=owned.get(tier.value)
+        )
+        for tier in needed
+    ]
     waiting = [tier.tier.value for tier in tiers if not tier.ready]
     if waiting:
         return tiers, tiers_condition(False, "TiersNotReady", f"waiting for {', '.join(waiting)}")
@@ -250,8 +256,26 @@ def _announce(
         )
 
 
-def reconcile_specs_of_profile(client: kube.Client, *, namespace: str, profile: str) -> None:
-    """Reconcile every spec in ``namespace`` that runs on ``profile`` (readiness changed)."""
+def reconcile_specs_of_profile(
+    client: kube.Client, *, namespace: str, profile: str, changed: TierStatus | None = None
+) -> None:
+    """Reconcile the specs in ``namespace`` that run on ``profile``; with ``changed`` (one
+    InferenceService's new state), only those whose recorded view of that tier differs."""
     for item in client.list(kube.SPECS, namespace=namespace):
-        if ((item.get("spec") or {}).get("profile") or DEFAULT_PROFILE) == profile:
-            reconcile_spec(client, namespace=namespace, name=item["metadata"]["name"])
+        if ((item.get("spec") or {}).get("profile") or DEFAULT_PROFILE) != profile:
+            continue
+        if changed is not None and not _affected(item, changed):
+            continue
+        reconcile_spec(client, namespace=namespace, name=item["metadata"]["name"])
+
+
+def _affected(item: Mapping[str, Any], changed: TierStatus) -> bool:
+    agents = (item.get("spec") or {}).get("agents") or []
+    if not any(isinstance(a, dict) and a.get("capacity") == changed.tier for a in agents):
+        return False
+    recorded = {entry.get("tier"): entry for entry in (item.get("status") or {}).get("tiers") or []}
+    before = recorded.get(changed.tier.value)
+    return before is None or (before.get("ready"), before.get("url")) != (
+        changed.ready,
+        changed.url,
+    )
