@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from lemon.spec import (
     MutationKind,
     SpecError,
+    builtin_roles,
     compile_spec,
     format_spec,
     mutations,
@@ -18,6 +19,7 @@ from lemon.spec import (
 )
 from tests.strategies import STYLES, render, spec_data
 
+ROLES = builtin_roles()
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -48,7 +50,9 @@ def test_every_mutation_is_valid_and_its_span_holds_the_value(
     by_name = {a["name"]: a for a in data["agents"]}
     found = mutations(parsed)
     expected = sum(
-        len(a.get("depends_on", [])) + ("duties" in a) + (a["capacity"] != "small")
+        len(a.get("depends_on", []))
+        + ("duties" in a)
+        + (a["capacity"] != "small" and not ROLES[a["role"]].is_tool)  # tools keep their tier
         for a in data["agents"]
     )
     assert len(found) == expected
