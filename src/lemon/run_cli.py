@@ -76,7 +76,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = asyncio.run(
             run_task(
-                args.task, profile=profile, parsed=parsed, roles=roles, options=options, trace=trace
+                args.task,
+                template_variant=args.template,
+                profile=profile,
+                parsed=parsed,
+                roles=roles,
+                options=options,
+                trace=trace,
             )
         )
     finally:
@@ -130,6 +136,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--task", default=SAMPLE_TASK, help="the task text (default: a GSM8K item)")
     p.add_argument("--spec", metavar="PATH", help="run this spec instead of the policy's")
+    p.add_argument(
+        "--template",
+        choices=["default", "compute"],
+        default="default",
+        help="template policy variant; compute: maths teams with a python_executor",
+    )
     p.add_argument("--profile", default="embedded", help="capacity profile (default: embedded)")
     p.add_argument(
         "--profiles",

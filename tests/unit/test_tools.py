@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -102,3 +103,17 @@ def test_python_executor_is_an_ordinary_base_role() -> None:
     assert role.is_tool
     assert role.tool == "python"
     assert not builtin_roles()["programmer"].is_tool
+
+
+def test_template_policy_compute_variant_runs_a_python_executor() -> None:
+    from tests.conftest import run_lemon
+
+    result = run_lemon("run", "--profile", "scripted", "--template", "compute", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [a["name"] for a in data["agents"]] == ["planner", "coder", "run", "verifier"]
+    run = data["agents"][2]
+    assert run["model"] == "tool:python"
+    assert run["prompt_tokens"] == run["completion_tokens"] == 0
+    assert data["agents"][1]["output"].startswith("```python\nanswer = ")  # the prefill
+    assert data["spec_origin"] == "template policy (math, compute)"

@@ -35,6 +35,7 @@ async def run_task(
     trace: TraceWriter | None = None,
     cache: CallCache | None = None,
     backends: Mapping[Capacity, Backend] | None = None,
+    template_variant: str = "default",
 ) -> RunResult:
     """Run ``task`` with the given spec, or the template policy's when ``parsed`` is None."""
     from lemon.policy.template import template_spec
@@ -45,8 +46,9 @@ async def run_task(
     if parsed is not None:
         spec, output, origin = parsed.spec, parsed.output, parsed.source
     else:
-        kind, spec, _ = template_spec(task)
-        output, origin = spec.output, f"template policy ({kind.value})"
+        kind, spec, _ = template_spec(task, variant=template_variant)
+        label = kind.value if template_variant == "default" else f"{kind.value}, {template_variant}"
+        output, origin = spec.output, f"template policy ({label})"
     options = options or ExecutionOptions()
     if options.prefill is None:
         options = replace(options, prefill=prefills(classify_task(task)))

@@ -23,7 +23,15 @@ from enum import StrEnum
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Spec
 
-__all__ = ["COMPUTE_PREFILL", "TEMPLATES", "TaskKind", "classify_task", "prefills", "template_spec"]
+__all__ = [
+    "COMPUTE_PREFILL",
+    "COMPUTE_TEMPLATES",
+    "TEMPLATES",
+    "TaskKind",
+    "classify_task",
+    "prefills",
+    "template_spec",
+]
 
 COMPUTE_PREFILL = "```python\nanswer = "
 """What a programmer's answer starts with on numeric tasks. Small models write a program far
@@ -121,8 +129,47 @@ def prefills(kind: TaskKind) -> dict[str, str]:
     return {"programmer": COMPUTE_PREFILL} if kind is TaskKind.MATH else {}
 
 
-def template_spec(task: str, *, kind: TaskKind | None = None) -> tuple[TaskKind, Spec, str]:
-    """The template team for ``task``: its kind, the spec, and the spec's canonical text."""
+COMPUTE_TEMPLATES: dict[TaskKind, dict[str, object]] = {
+    TaskKind.MATH: {
+        "agents": [
+            {"name": "planner", "role": "planner", "capacity": "small"},
+            {
+                "name": "coder",
+                "role": "programmer",
+                "capacity": "medium",
+                "depends_on": ["planner"],
+            },
+            {
+                "name": "run",
+                "role": "python_executor",
+                "capacity": "small",
+                "depends_on": ["coder"],
+            },
+            {
+                "name": "verifier",
+                "role": "verifier",
+                "capacity": "medium",
+                "depends_on": ["planner", "coder", "run"],
+            },
+        ],
+        "output": "verifier",
+    },
+}
+"""The ``compute`` variant: teams with tool roles where computing can pay (maths: the planner's
+steps become a program that the sandbox runs; the verifier checks its output). Other kinds use
+the default teams."""
+
+
+def template_spec(
+    task: str, *, kind: TaskKind | None = None, variant: str = "default"
+) -> tuple[TaskKind, Spec, str]:
+    """The template team for ``task``: its kind, the spec, and the spec's canonical text.
+
+    ``variant`` is ``default`` or ``compute`` (:data:`COMPUTE_TEMPLATES`, with tool roles).
+    """
+    if variant not in {"default", "compute"}:
+        raise ValueError(f"unknown template variant {variant!r} (default, compute)")
     chosen = kind or classify_task(task)
-    spec = Spec.model_validate(TEMPLATES[chosen])
+    templates = COMPUTE_TEMPLATES if variant == "compute" else {}
+    spec = Spec.model_validate(templates.get(chosen, TEMPLATES[chosen]))
     return chosen, spec, format_spec(spec)
