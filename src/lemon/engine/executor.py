@@ -210,30 +210,10 @@ class _Run:
                 request.messages,
                 request.prefill,
             )
-            cached = self.cache.get(key) if self.cache is not None else None
-            if cached is not None:
-                result.reused = True
-                self.reused += 1
-                self._accept(result, cached, latency=0.0)
-                self.trace.emit(
-                    "agent_start",
-                    agent=agent.name,
-                    role=agent.role,
-                    capacity=agent.capacity.value,
-                    model=backend.model_id,
-                    reused=True,
-                )
-                self._finish(result, AgentStatus.SUCCEEDED)
+            if self._reuse(agent, result, key):
                 return
             async with self.slots[agent.capacity]:
-                result.started_s = self._now()
-                self.trace.emit(
-                    "agent_start",
-                    agent=agent.name,
-                    role=agent.role,
-                    capacity=agent.capacity.value,
-                    model=backend.model_id,
-                )
+                self._start(agent, result)
                 generation = await self._call(result, backend, request)
             if generation is None:
                 return
@@ -249,29 +229,39 @@ class _Run:
                 self._finish(result, status, "run deadline reached before the agent finished")
             raise
 
-    async def _run_tool(self, agent: Agent, result: AgentResult) -> None:
-        """A tool role's work: no model call, zero tokens, the time counted."""
-        from lemon.tools import run_python_tool
-
-        inputs = [self.results[dep].output for dep in agent.depends_on]
-        key: CacheKey = (agent.name, result.model, tuple(inputs))
-        cached = self.cache.get(key) if self.cache is not None else None
+    def _start(self, agent: Agent, result: AgentResult, *, reused: bool = False) -> None:
+        result.started_s = self._now()
         self.trace.emit(
             "agent_start",
             agent=agent.name,
             role=agent.role,
             capacity=agent.capacity.value,
             model=result.model,
-            reused=cached is not None,
+            reused=reused,
         )
-        if cached is not None:
-            result.reused = True
-            self.reused += 1
-            self._accept(result, cached, latency=0.0)
-            self._finish(result, AgentStatus.SUCCEEDED)
+
+    def _reuse(self, agent: Agent, result: AgentResult, key: CacheKey) -> bool:
+        """Finish ``agent`` from the cache if its exact call was answered before."""
+        cached = self.cache.get(key) if self.cache is not None else None
+        if cached is None:
+            return False
+        result.reused = True
+        self.reused += 1
+        self._start(agent, result, reused=True)
+        self._accept(result, cached, latency=0.0)
+        self._finish(result, AgentStatus.SUCCEEDED)
+        return True
+
+    async def _run_tool(self, agent: Agent, result: AgentResult) -> None:
+        """A tool role's work: no model call, zero tokens, the time counted."""
+        from lemon.tools import run_python_tool
+
+        inputs = [self.results[dep].output for dep in agent.depends_on]
+        key: CacheKey = (agent.name, result.model, tuple(inputs))
+        if self._reuse(agent, result, key):
             return
         async with self.tool_slots:
-            result.started_s = self._now()
+            self._start(agent, result)
             result.attempts = 1
             started = time.perf_counter()
             outcome = await run_python_tool(inputs)
