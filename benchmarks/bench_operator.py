@@ -1,7 +1,7 @@
 """Operator latency on a real control plane: create → Validated / Ready, one spec and a burst.
 
 Starts kube-apiserver + etcd (``tests/k8s/controlplane.py``; built and cached once), installs
-the CRDs, runs ``kopf run -m lemon_operator.main`` as a subprocess, creates a capacity profile
+the CRDs, runs the ``lemon-operator`` console script as a subprocess, creates a capacity profile
 and marks its InferenceServices Ready (standing in for KServe). Then:
 
 * latency: one spec created ``--repeats`` times in sequence (each a new object); a watch from
@@ -106,40 +106,47 @@ class Bench:
         return validated, ready
 
     def burst(self, count: int) -> tuple[float, list[float]]:
-        from kubernetes import watch
-
-        version = self.custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)[
-            "metadata"
-        ]["resourceVersion"]
         names = {f"burst-{i}" for i in range(count)}
         validated: dict[str, float] = {}
         ready: dict[str, float] = {}
         started = time.perf_counter()
         done = threading.Event()
 
+        def seen(obj: dict[str, Any]) -> None:
+            name = obj["metadata"]["name"]
+            now = time.perf_counter() - started
+            if name in names and _true(obj, "Validated"):
+                validated.setdefault(name, now)
+            if name in names and _true(obj, "Ready"):
+                ready.setdefault(name, now)
+
         def follow() -> None:
-            stream = watch.Watch().stream(
-                self.custom.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
-                resource_version=version, timeout_seconds=600,
-            )  # fmt: skip
-            for event in stream:
-                name = event["object"]["metadata"]["name"]
-                now = time.perf_counter() - started
-                if name in names and _true(event["object"], "Validated"):
-                    validated.setdefault(name, now)
-                if name in names and _true(event["object"], "Ready"):
-                    ready.setdefault(name, now)
-                if len(ready) == count:
-                    break
+            from kubernetes import watch
+
+            deadline = time.monotonic() + 600
+            while len(ready) < count and time.monotonic() < deadline:
+                # A watch may end early (the server closes it); re-list, then watch again.
+                listed = self.custom.list_namespaced_custom_object(
+                    GROUP, VERSION, NAMESPACE, PLURAL
+                )
+                for obj in listed["items"]:
+                    seen(obj)
+                stream = watch.Watch().stream(
+                    self.custom.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
+                    resource_version=listed["metadata"]["resourceVersion"], timeout_seconds=60,
+                )  # fmt: skip
+                for event in stream:
+                    seen(event["object"])
+                    if len(ready) == count:
+                        break
             done.set()
 
+        started = time.perf_counter()
         follower = threading.Thread(target=follow, daemon=True)
         follower.start()
-        time.sleep(0.5)  # let the watch open before the first create
-        started = time.perf_counter()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(self.create, sorted(names)))
-        if not done.wait(600) or len(ready) < count:
+        if not done.wait(610) or len(ready) < count:
             raise RuntimeError(f"only {len(ready)} of {count} specs Ready within 600 s")
         return max(validated.values()), sorted(ready.values())
 
@@ -195,8 +202,7 @@ def run(*, repeats: int, burst: int) -> dict[str, Any]:
         log = Path(tempfile.mkdtemp(prefix="lemon-bench-")) / "operator.log"
         with log.open("wb") as sink:
             operator = subprocess.Popen(
-                [str(Path(sys.executable).with_name("kopf")), "run", "-m", "lemon_operator.main",
-                 "--all-namespaces", "--standalone"],
+                [str(Path(sys.executable).with_name("lemon-operator"))],
                 stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
                 env={**os.environ, "KUBECONFIG": str(kubeconfig)},
             )  # fmt: skip

@@ -18,6 +18,7 @@ free loopback ports, etcd with a temporary data directory, stopped by PID.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as dt
 import os
 import re
@@ -323,6 +324,7 @@ class ControlPlane:
             ext="subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
         )
         _openssl("genrsa", "-out", "sa.key", "2048", cwd=wd)
+        atexit.register(self.stop)  # a safety net if the process ends without cleanup()
         etcd_port, peer_port, self.port = _free_port(), _free_port(), _free_port()
         etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
         self._spawn(
@@ -418,6 +420,7 @@ class ControlPlane:
         self._procs.clear()
 
     def cleanup(self) -> None:
+        atexit.unregister(self.stop)
         self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -466,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         except (KeyboardInterrupt, SystemExit):
             pass
         finally:
+            for stop_signal in (signal.SIGINT, signal.SIGTERM):  # a second signal must not
+                signal.signal(stop_signal, signal.SIG_IGN)  # interrupt the cleanup
             plane.cleanup()
     except ControlPlaneError as error:
         print(f"controlplane: {error}", file=sys.stderr)
