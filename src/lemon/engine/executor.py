@@ -86,13 +86,14 @@ class ExecutionOptions:
     """Assistant prefill per role name (e.g. start a programmer's code block)."""
 
 
-def _inputs_text(agent: Agent, spec: Spec, results: Mapping[str, AgentResult]) -> str:
+def _inputs_text(
+    agent: Agent, role_of: Mapping[str, str], results: Mapping[str, AgentResult]
+) -> str:
     if not agent.depends_on:
         return ""
-    roles = {a.name: a.role for a in spec.agents}
     parts = ["", "Work from the other agents:"]
     for dep in agent.depends_on:
-        parts.append(f"--- {dep} ({roles[dep]}) ---")
+        parts.append(f"--- {dep} ({role_of[dep]}) ---")
         parts.append(results[dep].output.strip())
     parts.append("---")
     return "\n".join(parts) + "\n"
@@ -106,10 +107,17 @@ def build_request(
     roles: RoleLibrary,
     results: Mapping[str, AgentResult],
     options: ExecutionOptions,
+    role_of: Mapping[str, str] | None = None,
 ) -> GenerationRequest:
-    """The model call for ``agent``: its role's template with duties, task and inputs."""
+    """The model call for ``agent``: its role's template with duties, task and inputs.
+
+    ``role_of`` (agent name → role) may be passed in to avoid rebuilding it for every agent.
+    """
     role = roles[agent.role]
-    prompt = role.render(task=task, duties=agent.duties, inputs=_inputs_text(agent, spec, results))
+    role_of = role_of if role_of is not None else {a.name: a.role for a in spec.agents}
+    prompt = role.render(
+        task=task, duties=agent.duties, inputs=_inputs_text(agent, role_of, results)
+    )
     prefill = (options.prefill or {}).get(agent.role, "")
     decoding = options.decoding
     if prefill.count("```") % 2 == 1 and "```" not in decoding.stop:
@@ -151,6 +159,7 @@ class _Run:
             for a in spec.agents
         }
         self.tool_slots = asyncio.Semaphore(8)
+        self.role_of = {a.name: a.role for a in spec.agents}
         self.done = {a.name: asyncio.Event() for a in spec.agents}
         limits = options.concurrency or {}
         self.slots = {tier: asyncio.Semaphore(limits.get(tier, 8)) for tier in Capacity}
@@ -200,6 +209,7 @@ class _Run:
                 roles=self.roles,
                 results=self.results,
                 options=self.options,
+                role_of=self.role_of,
             )
             backend = self.backends[agent.capacity]
             key: CacheKey = (
