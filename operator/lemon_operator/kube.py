@@ -137,6 +137,28 @@ class Client:
             raise
         return True
 
+    def replace_spec(
+        self, resource: Resource, *, namespace: str, name: str, spec: Mapping[str, Any]
+    ) -> bool:
+        """Replace ``spec`` wholesale (a JSON Patch, so keys the new spec lacks go away, which a
+        merge patch would keep); False when the object is gone."""
+        operations = [{"op": "replace", "path": "/spec", "value": dict(spec)}]
+        try:
+            self._custom.patch_namespaced_custom_object(
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                operations,
+                _content_type="application/json-patch+json",
+            )
+        except ApiException as error:
+            if _status_code(error) == 404:
+                return False
+            raise
+        return True
+
     def patch_status(
         self, resource: Resource, *, namespace: str, name: str, status: Mapping[str, Any]
     ) -> bool:

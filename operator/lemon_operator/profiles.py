@@ -80,13 +80,18 @@ def reconcile_profile(
                 log.info("%s/%s: created InferenceService %s", namespace, name, isvc_name)
                 client.emit_event(ref, reason="Created", message=f"InferenceService {isvc_name}")
             continue
-        if current.get("spec") != manifest["spec"] or _labels_differ(current, manifest):
-            client.patch(
-                kube.ISVC,
-                namespace=namespace,
-                name=isvc_name,
-                patch={"metadata": {"labels": manifest["metadata"]["labels"]}, **_spec(manifest)},
+        stale_spec = current.get("spec") != manifest["spec"]
+        stale_meta = _metadata_differs(current, manifest)
+        if stale_spec:
+            client.replace_spec(
+                kube.ISVC, namespace=namespace, name=isvc_name, spec=manifest["spec"]
             )
+        if stale_meta:
+            metadata = {key: manifest["metadata"][key] for key in ("labels", "annotations")}
+            client.patch(
+                kube.ISVC, namespace=namespace, name=isvc_name, patch={"metadata": metadata}
+            )
+        if stale_spec or stale_meta:
             log.info("%s/%s: updated InferenceService %s", namespace, name, isvc_name)
     for isvc_name in existing.keys() - wanted.keys():
         client.delete(kube.ISVC, namespace=namespace, name=isvc_name)
@@ -96,16 +101,12 @@ def reconcile_profile(
     )
 
 
-def _labels_differ(current: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
-    labels = current.get("metadata", {}).get("labels") or {}
-    return any(labels.get(key) != value for key, value in manifest["metadata"]["labels"].items())
-
-
-def _spec(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    # A merge patch would keep keys the new spec dropped; null them explicitly.
-    return {
-        "spec": {"predictor": {"model": None, "maxReplicas": None, **manifest["spec"]["predictor"]}}
-    }
+def _metadata_differs(current: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    for key in ("labels", "annotations"):
+        have = current.get("metadata", {}).get(key) or {}
+        if any(have.get(k) != v for k, v in manifest["metadata"][key].items()):
+            return True
+    return False
 
 
 def owned_inference_services(

@@ -62,12 +62,31 @@ class Kubectl:
         return json.loads(self(*args, "-o", "json").stdout)
 
 
+_prepared: dict[str, Path | ControlPlaneError] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the control plane and install the tools (once; the build takes minutes) after
+    collection, outside any test's timeout, when k8s tests are about to run."""
+    if session.config.option.collectonly:
+        return
+    if not any(item.get_closest_marker("k8s") for item in session.items):
+        return
+    try:
+        _prepared["binaries"] = ensure_binaries()
+        ensure_tools(bin_dir=BIN)
+    except ControlPlaneError as error:
+        _prepared["error"] = error
+
+
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
     try:
-        binaries = ensure_binaries()
-        ensure_tools(bin_dir=BIN)
-        plane = ControlPlane(binaries)
+        error = _prepared.get("error")
+        if isinstance(error, ControlPlaneError):
+            raise error
+        binaries = _prepared.get("binaries")
+        plane = ControlPlane(binaries if isinstance(binaries, Path) else ensure_binaries())
         plane.start()
     except ControlPlaneError as error:
         pytest.fail(f"the k8s tier needs a control plane: {error}", pytrace=False)

@@ -162,3 +162,36 @@ def test_a_profile_created_later_brings_the_spec_along(
     for tier in TIERS:
         set_ready(kubectl, namespace, f"default-{tier}")
     wait(lambda: tiers_ready().get("status") == "True", what="TiersReady")
+
+
+def test_profile_edits_reach_the_inference_services(
+    kubectl: Kubectl, operator_process: Operator, namespace: str
+) -> None:
+    wait = waiter(kubectl, operator_process, namespace)
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples/k8s/01-capacity-profile.yaml"))
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples/k8s/02-code-team.yaml"))
+
+    def model(tier: str) -> dict[str, Any]:
+        isvc = get(kubectl, namespace, "isvc", f"default-{tier}") or {}
+        return dict(isvc.get("spec", {}).get("predictor", {}).get("model", {}))
+
+    wait(lambda: model("large"), what="the large tier")
+    assert model("large")["storageUri"] == "hf://Qwen/Qwen2.5-32B-Instruct"
+    # From a storage URI to a Hugging Face id: the old storageUri must go, not linger.
+    edit = {"spec": {"large": {"model": "Qwen/Qwen2.5-14B-Instruct", "runtimeArgs": []}}}
+    kubectl("patch", "lcap", "default", "-n", namespace, "--type=merge", "-p", json.dumps(edit))
+    wait(lambda: "--model_id=Qwen/Qwen2.5-14B-Instruct" in model("large").get("args", []),
+         what="the new large model")  # fmt: skip
+    assert "storageUri" not in model("large")
+    assert model("large")["args"] == ["--model_name=large", "--model_id=Qwen/Qwen2.5-14B-Instruct"]
+
+    # Removing a tier the spec uses deletes its InferenceService and the spec says why.
+    kubectl("patch", "lcap", "default", "-n", namespace, "--type=json",
+            "-p", '[{"op": "remove", "path": "/spec/medium"}]')  # fmt: skip
+    wait(lambda: get(kubectl, namespace, "isvc", "default-medium") is None, what="medium gone")
+
+    def tiers_ready() -> dict[str, Any]:
+        return condition(get(kubectl, namespace, "lspec", "code-team"), "TiersReady")
+
+    wait(lambda: tiers_ready().get("reason") == "TierNotInProfile", what="TierNotInProfile")
+    assert tiers_ready()["message"] == "profile default has no medium tier"
