@@ -154,7 +154,8 @@ class Bench:
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> None:
     kubectl = Path(sys.executable).with_name("kubectl")
     subprocess.run(
-        [str(kubectl), f"--kubeconfig={kubeconfig}", *args],
+        [str(kubectl), f"--kubeconfig={kubeconfig}", f"--cache-dir={kubeconfig.parent / 'kc'}",
+         *args],
         input=stdin, text=True, check=True, capture_output=True,
     )  # fmt: skip
 

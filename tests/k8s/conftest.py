@@ -46,7 +46,12 @@ class Kubectl:
         self, *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            [str(BIN / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            [
+                str(BIN / "kubectl"),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--cache-dir={self.kubeconfig.parent / 'kube-cache'}",
+                *args,
+            ],
             input=stdin,
             capture_output=True,
             text=True,
