@@ -3,7 +3,7 @@
 The in-process backend gathers concurrent calls into one ``generate`` (left-padded). This
 times 4 agent calls made together (one batch) against the same 4 calls made one at a time,
 interleaved over rounds, on the packaged SmolLM2-135M-Instruct (converted once from the GGUF
-to a cached bf16 safetensors copy; loaded as float32 on a CPU, see ``--dtype``). ``ratio`` is
+to a cached bf16 safetensors copy, loaded in bf16 unless ``--dtype`` says otherwise). ``ratio`` is
 batched tokens/s over one-at-a-time tokens/s (goal ≥ 3). The first load (GGUF conversion)
 and a warm-up call are excluded.
 

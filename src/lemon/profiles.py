@@ -52,7 +52,7 @@ class TierBackend(BaseModel):
     mode: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = Field(default=None, description="Env var holding the API key.")
     dtype: Literal["auto", "bfloat16", "float32", "float16"] = "auto"
-    """In-process tiers; ``auto``: bfloat16 on a GPU, float32 on a CPU."""
+    """In-process tiers; ``auto`` is bfloat16."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     max_batch: Annotated[int, Field(ge=1, le=256)] = 8
     """In-process tiers: most calls decoded together in one forward batch."""

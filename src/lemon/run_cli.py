@@ -170,7 +170,7 @@ def register(sub: Any) -> None:
         "--dtype",
         default="auto",
         choices=["auto", "bfloat16", "float32", "float16"],
-        help="auto: bfloat16 on a GPU, float32 on a CPU",
+        help="auto: bfloat16",
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

@@ -45,15 +45,14 @@ class ModelSource:
 
     name: str
     dtype: str = "auto"
-    """``auto``: bfloat16 on a GPU, float32 on a CPU (CPUs without native bf16, such as AVX2
-    ones, decode batches several times faster in float32); or a dtype name."""
+    """``auto`` (bfloat16) or a dtype name. Measured on this 2-core AVX2 machine when quiet:
+    one sequence decodes at 12-17 tokens/s in bfloat16 and 8-10 in float32 (decoding is
+    memory-bound: half the bytes per step); batches of 4 run at about 18-20 tokens/s in both."""
     device: str = "auto"
     """``auto`` (CUDA when transformers sees a GPU, else the CPU), ``cpu`` or ``cuda``."""
 
     def resolved_dtype(self) -> str:
-        if self.dtype != "auto":
-            return self.dtype
-        return "bfloat16" if self.resolved_device() == "cuda" else "float32"
+        return "bfloat16" if self.dtype == "auto" else self.dtype
 
     def resolved_device(self) -> str:
         if self.device != "auto":
