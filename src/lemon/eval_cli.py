@@ -47,7 +47,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from lemon.data.items import Benchmark
     from lemon.data.splits import split_items
     from lemon.evals.runner import EvalSettings, evaluate, print_progress
-    from lemon.profiles import build_backends, resolve_profile
+    from lemon.profiles import build_backends, close_backends, resolve_profile
 
     try:
         benchmark = Benchmark(args.benchmark)
@@ -95,8 +95,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 progress=None if args.quiet else print_progress,
             )
         finally:
-            for backend in {id(b): b for b in backends.values()}.values():
-                await backend.aclose()
+            await close_backends(backends)
 
     summary = asyncio.run(go())
     if args.json:

@@ -34,6 +34,7 @@ __all__ = [
     "CapacityProfile",
     "TierBackend",
     "build_backends",
+    "close_backends",
     "load_profiles",
     "resolve_profile",
 ]
@@ -100,18 +101,12 @@ def _endpoints() -> CapacityProfile:
     tiers = {}
     for tier in Capacity:
         upper = tier.value.upper()
-        tiers[tier] = TierBackend.model_construct(
+        tiers[tier] = TierBackend.model_construct(  # URLs may be unset: checked on use
             type="openai",
             url=os.environ.get(f"LEMON_{upper}_URL"),
             model=os.environ.get(f"LEMON_{upper}_MODEL", "default"),
             api_key_env=f"LEMON_{upper}_API_KEY",
-            mode="chat",
-            dtype="auto",
-            device="auto",
-            max_batch=8,
             max_concurrency=32,
-            timeout_s=120.0,
-            scripted=None,
         )
     return CapacityProfile.model_construct(
         name="endpoints",
@@ -222,3 +217,9 @@ def build_backends(profile: CapacityProfile) -> Mapping[Capacity, Backend]:
                 )
         backends[tier] = shared[key]
     return backends
+
+
+async def close_backends(backends: Mapping[Capacity, Backend]) -> None:
+    """Close each distinct backend once (tiers may share one)."""
+    for backend in {id(b): b for b in backends.values()}.values():
+        await backend.aclose()

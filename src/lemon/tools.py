@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 __all__ = ["ToolResult", "extract_code", "run_python_tool"]
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _PRINT_ANSWER = "\n\ntry:\n    answer\nexcept NameError:\n    pass\nelse:\n    print(answer)\n"
 
 
@@ -31,10 +30,12 @@ class ToolResult:
 
 def extract_code(texts: Sequence[str]) -> str:
     """The code to run from the dependencies' outputs (in ``depends_on`` order)."""
+    from lemon.scoring.code import fenced_blocks
+
     for text in reversed(texts):
-        blocks = [b for b in _FENCE.findall(text) if b.strip()]
+        blocks = fenced_blocks(text)
         if blocks:
-            return str(blocks[-1])
+            return blocks[-1]
     return texts[-1] if texts else ""
 
 

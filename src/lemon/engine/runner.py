@@ -9,7 +9,7 @@ from lemon.backends.base import Backend
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.engine.results import RunResult
 from lemon.engine.trace import TraceWriter
-from lemon.profiles import CapacityProfile, build_backends
+from lemon.profiles import CapacityProfile, build_backends, close_backends
 from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary
 from lemon.spec.validation import ParsedSpec
@@ -71,7 +71,6 @@ async def run_task(
         )
     finally:
         if owned:
-            for backend in {id(b): b for b in backends.values()}.values():
-                await backend.aclose()
+            await close_backends(backends)
     result.extra["spec_origin"] = origin
     return result

@@ -151,12 +151,20 @@ async def _run_item(
     return record
 
 
-def _method_spec(settings: EvalSettings, item: Item) -> tuple[Spec, int]:
+def _fixed_spec(settings: EvalSettings) -> Spec | None:
+    """The spec every item runs, for ``spec:PATH`` methods (read once per evaluation)."""
     kind, _, value = settings.method.partition(":")
-    if kind == "spec":
-        from lemon.spec.validation import load_spec
+    if kind != "spec":
+        return None
+    from lemon.spec.validation import load_spec
 
-        return load_spec(value).spec, 1
+    return load_spec(value).spec
+
+
+def _method_spec(settings: EvalSettings, item: Item, fixed: Spec | None) -> tuple[Spec, int]:
+    if fixed is not None:
+        return fixed, 1
+    value = settings.method.partition(":")[2]
     baseline = BASELINES[value]
     samples = baseline.samples
     if samples == "budget":
@@ -218,13 +226,14 @@ async def evaluate(
     finished = len(items) - len(todo)
     correct = sum(bool(done[i]["correct"]) for i in done if i in by_id)
     lock = asyncio.Lock()
+    fixed = _fixed_spec(settings)
 
     with items_path.open("a", encoding="utf-8") as sink:
 
         async def one(item: Item) -> None:
             nonlocal finished, correct
             async with semaphore:
-                spec, samples = _method_spec(settings, item)
+                spec, samples = _method_spec(settings, item, fixed)
                 record = await _run_item(
                     item, spec=spec, samples=samples, settings=settings, backends=backends
                 )

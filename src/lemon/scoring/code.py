@@ -17,14 +17,19 @@ from lemon.data.items import CodeItem
 from lemon.sandbox.config import SandboxConfig
 from lemon.sandbox.runner import RunResult, run_programs
 
-__all__ = ["build_program", "code_body", "score_code"]
+__all__ = ["build_program", "code_body", "fenced_blocks", "score_code"]
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
+def fenced_blocks(text: str) -> list[str]:
+    """The non-empty fenced code blocks of ``text`` (an unclosed last fence counts)."""
+    return [str(block) for block in _FENCE.findall(text) if block.strip()]
+
+
 def code_body(output: str) -> str:
     """The code in an output: the first fenced block holding code, else the output itself."""
-    blocks = [block for block in _FENCE.findall(output) if block.strip()]
+    blocks = fenced_blocks(output)
     return blocks[0] if blocks else output
 
 
