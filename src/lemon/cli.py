@@ -19,7 +19,15 @@ from lemon import __version__
 from lemon.spec.errors import SpecError
 from lemon.spec.validation import DEFAULT_MAX_AGENTS, ParsedSpec, ValidationOptions
 
-__all__ = ["COMMAND_MODULES", "EXIT_INVALID", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
+__all__ = [
+    "COMMAND_MODULES",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "PLUGIN_GROUP",
+    "UsageError",
+    "main",
+]
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -27,6 +35,16 @@ COMMAND_MODULES: tuple[str, ...] = ("lemon.run_cli", "lemon.evaluation_cli", "le
 """Modules that add subcommands: each defines ``register(subparsers) -> None`` and must be
 cheap to import (heavy imports go inside the command handlers). Handlers take the parsed
 ``argparse.Namespace`` and return an exit code; they may raise :class:`UsageError`."""
+
+PLUGIN_GROUP = "lemon.commands"
+"""Entry-point group through which the edge packages add commands (``lemon train`` from
+``lemon_train``, ``lemon serve``/``lemon client`` from ``lemon_service``): each entry point names
+a ``register(subparsers)`` function. The core never imports an edge package by name; an edge
+package that is not installed (or fails to import) simply adds no command, and
+``lemon COMMAND`` then says which extra provides it."""
+
+PLUGIN_EXTRAS = {"train": "train", "serve": "service", "client": "service"}
+"""Commands an edge package provides, and the pyproject extra that installs it."""
 
 
 class UsageError(Exception):
@@ -301,11 +319,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(sub)
+    parser.set_defaults(missing_plugins=_register_plugins(sub))
     return parser
+
+
+def _register_plugins(sub: Any) -> dict[str, str]:
+    """Add the edge packages' commands; return ``{command: why it is unavailable}``."""
+    from importlib.metadata import entry_points
+
+    missing: dict[str, str] = {}
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        if entry.name in sub.choices:
+            continue
+        try:
+            register = entry.load()
+        except ImportError as exc:  # the extra is not installed: the command explains itself
+            missing[entry.name] = f"{exc}"
+            continue
+        register(sub)
+    for name, extra in PLUGIN_EXTRAS.items():
+        if name not in sub.choices and name not in missing:
+            missing[name] = f"its package is not installed (pip install '.[{extra}]')"
+    for name, why in missing.items():
+        sub.add_parser(name, help=f"(unavailable: {why})")
+    return missing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    missing: dict[str, str] = parser.get_default("missing_plugins")
+    if argv and argv[0] in missing:
+        print(f"lemon: 'lemon {argv[0]}' is unavailable: {missing[argv[0]]}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
