@@ -231,11 +231,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError(
             "no benchmarks/ folder found (run from the repository or set LEMON_BENCHMARKS_DIR)"
         )
-    path = directory / f"bench_{args.name}.py"
+    path = directory / f"bench_{args.name.replace('-', '_')}.py"
     if not path.is_file():
-        known = sorted(p.stem.removeprefix("bench_") for p in directory.glob("bench_*.py"))
+        known = sorted(
+            p.stem.removeprefix("bench_").replace("_", "-") for p in directory.glob("bench_*.py")
+        )
         raise UsageError(f"unknown benchmark {args.name!r} (known: {', '.join(known)})")
-    spec = importlib.util.spec_from_file_location(f"lemon_bench_{args.name}", path)
+    spec = importlib.util.spec_from_file_location(f"lemon_bench_{path.stem}", path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
