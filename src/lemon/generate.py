@@ -7,8 +7,11 @@ stale. Each entry maps a path (relative to the repository root) to the function 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,11 +29,47 @@ def _spec_schema() -> str:
     return json.dumps(schema, indent=2) + "\n"
 
 
+PROTO_ROOT = Path(__file__).resolve().parents[2] / "services" / "proto"
+STUBS = "services/lemon_service/_proto"
+
+
+@functools.cache
+def _grpc_stubs() -> dict[str, str]:
+    """The gRPC stubs of ``lemon/v1/orchestrator.proto``, by file name.
+
+    protoc runs in a subprocess (the core never imports grpc); its ``from lemon.v1 import``
+    becomes an import from ``lemon_service._proto``, where the stubs live.
+    """
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_ROOT}"]
+        command += [f"--{kind}_out={out}" for kind in ("python", "pyi", "grpc_python")]
+        done = subprocess.run(
+            [*command, "lemon/v1/orchestrator.proto"], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"grpc_tools.protoc failed: {done.stderr.strip()}")
+        return {
+            path.name: path.read_text(encoding="utf-8").replace(
+                "from lemon.v1 import", "from lemon_service._proto import"
+            )
+            for path in sorted((Path(out) / "lemon" / "v1").iterdir())
+        }
+
+
+def _stub(name: str) -> Callable[[], str]:
+    return lambda: _grpc_stubs()[name]
+
+
 GENERATED: dict[str, Callable[[], str]] = {
     "schemas/lemon-spec.schema.json": _spec_schema,
     # The CRDs, from the same models (lemon.resources.crds).
     "crds/lemon.ai_lemonspecs.yaml": lambda: crd_yaml("LemonSpec"),
     "crds/lemon.ai_lemoncapacityprofiles.yaml": lambda: crd_yaml("LemonCapacityProfile"),
+    # The gRPC stubs of services/proto/lemon/v1/orchestrator.proto (grpc_tools in a subprocess).
+    **{
+        f"{STUBS}/{name}": _stub(name)
+        for name in ("orchestrator_pb2.py", "orchestrator_pb2.pyi", "orchestrator_pb2_grpc.py")
+    },
 }
 
 
