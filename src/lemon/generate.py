@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from lemon.resources.crds import crd_yaml
 from lemon.spec.roles import builtin_roles
 from lemon.spec.schema import json_schema
@@ -71,6 +73,35 @@ GENERATED: dict[str, Callable[[], str]] = {
         for name in ("orchestrator_pb2.py", "orchestrator_pb2.pyi", "orchestrator_pb2_grpc.py")
     },
 }
+
+# The charts (helm/): every CRD above goes into the lemon-crds chart (kept on uninstall: deleting
+# a CRD deletes every object of its kind), and the app chart's operator ClusterRole is rendered
+# from the rules of operator/rbac/clusterrole.yaml (written by `python -m lemon_operator.rbac`,
+# which the core cannot import). Registered after the entries above so new CRDs join the chart.
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _chart_crd(source: str) -> str:
+    crd = yaml.safe_load(GENERATED[source]())
+    crd["metadata"].setdefault("annotations", {})["helm.sh/resource-policy"] = "keep"
+    body = yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
+    return f"# {NOTICE} (from {source})\n{body}"
+
+
+def _chart_operator_rules() -> str:
+    role = yaml.safe_load((_ROOT / "operator/rbac/clusterrole.yaml").read_text(encoding="utf-8"))
+    body = yaml.safe_dump({"rules": role["rules"]}, sort_keys=False)
+    return f"# {NOTICE} (from operator/rbac/clusterrole.yaml)\n{body}"
+
+
+GENERATED.update(
+    {
+        f"helm/lemon-crds/templates/{Path(source).name}": functools.partial(_chart_crd, source)
+        for source in list(GENERATED)
+        if source.startswith("crds/")
+    }
+)
+GENERATED["helm/lemon/files/operator-rules.yaml"] = _chart_operator_rules
 
 
 def render_all() -> dict[str, str]:
