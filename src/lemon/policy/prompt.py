@@ -1,0 +1,87 @@
+"""The policy's prompt format (``lemon-policy-prompt/v1``) and its completion format.
+
+The policy (a chat LM) sees a system message that fixes the output language — the role library,
+the tiers and the canonical layout, with one example — and a user message holding the task. Its
+completion is the spec in canonical YAML (:func:`lemon.spec.formatting.format_spec`), nothing
+else: that exact text is what SFT teaches and what GRPO's span credit indexes into.
+
+When a generated spec is invalid, :func:`repair_messages` continues the conversation with the
+located errors (``LINE:COL: message``) and asks for a corrected spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lemon.spec.formatting import format_spec
+from lemon.spec.models import Spec
+from lemon.spec.roles import RoleLibrary, builtin_roles
+
+__all__ = [
+    "PROMPT_FORMAT",
+    "policy_messages",
+    "repair_messages",
+    "spec_completion",
+    "system_prompt",
+]
+
+PROMPT_FORMAT = "lemon-policy-prompt/v1"
+
+_EXAMPLE = """agents:
+  - name: planner
+    role: planner
+    capacity: small
+  - name: solver
+    role: math_solver
+    duties: "Follow the plan and end with \\"The answer is N.\\""
+    capacity: medium
+    depends_on: [planner]
+output: solver
+"""
+
+_SYSTEM = """You design a team of AI agents for a task and write it as a YAML spec.
+Each agent has: name (lowercase letters, digits, hyphens; unique), role (one of the roles below), \
+optional duties (one line: what this agent does for this task), capacity (small, medium or large: \
+bigger models cost more tokens), optional depends_on (names of agents whose output it reads). \
+output names the agent whose answer is the team's answer. Use as few agents and edges as the task needs.
+
+Roles:
+{roles}
+
+Example:
+{example}
+Answer with the spec only, in exactly this layout."""
+
+
+def system_prompt(roles: RoleLibrary | None = None) -> str:
+    library = roles if roles is not None else builtin_roles()
+    listing = "\n".join(f"- {role.name}: {role.description}" for role in library.values())
+    return _SYSTEM.format(roles=listing, example=_EXAMPLE)
+
+
+def policy_messages(task: str, *, roles: RoleLibrary | None = None) -> list[dict[str, str]]:
+    """The chat messages the policy completes for ``task``."""
+    return [
+        {"role": "system", "content": system_prompt(roles)},
+        {"role": "user", "content": f"Task:\n{task.strip()}\n\nWrite the spec."},
+    ]
+
+
+def spec_completion(spec: Spec, output: str | None = None) -> str:
+    """The completion the policy should write for ``spec``: its canonical YAML."""
+    return format_spec(spec, output=output)
+
+
+def repair_messages(
+    messages: Sequence[dict[str, str]], completion: str, errors: Sequence[str]
+) -> list[dict[str, str]]:
+    """Continue the conversation after an invalid spec: its located errors, then a retry."""
+    listed = "\n".join(f"- {error}" for error in errors[:8])
+    return [
+        *messages,
+        {"role": "assistant", "content": completion},
+        {
+            "role": "user",
+            "content": f"That spec is invalid:\n{listed}\nWrite the corrected spec only.",
+        },
+    ]
