@@ -1,0 +1,408 @@
+"""What both training stages share: loading a base, atomic checkpoints, metrics, publishing.
+
+The output contract is :mod:`lemon.training.config`'s: the version is written under
+``<output_dir>.partial`` and renamed to ``output_dir`` when complete; checkpoints live in
+``<output_dir>.checkpoints``; ``metrics.jsonl`` and ``result.json`` sit inside the version and
+the result also goes (compact, at most 4 KiB) to the termination log when that file exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    TrainerCallback,
+)
+
+from lemon.policy.version import (
+    METADATA_FILE,
+    PolicyMetadata,
+    PolicyVersionError,
+    file_sha256,
+    publish_directory,
+    read_policy,
+    write_metadata,
+)
+from lemon.training.config import PACKAGED_BASE, TrainingConfig
+from lemon_train.distributed import DistInfo, barrier, init_from_env
+
+__all__ = [
+    "RESULT_FILE",
+    "TERMINATION_LIMIT",
+    "AtomicCheckpointMixin",
+    "DistInfo",
+    "MetricsCallback",
+    "TrainingError",
+    "checkpoints_dir",
+    "data_sha256",
+    "default_dtype",
+    "init_from_env",
+    "latest_checkpoint",
+    "load_model_and_tokenizer",
+    "load_tokenizer",
+    "parent_of",
+    "publish_version",
+    "resolve_base",
+    "staging_dir",
+    "tiny_test_model",
+    "version_label",
+]
+
+RESULT_FILE = "result.json"
+TERMINATION_LIMIT = 4096
+"""Kubernetes keeps at most 4 KiB of a container's termination message."""
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_STAGING = ".staging"
+
+
+class TrainingError(RuntimeError):
+    """A training run that cannot proceed (bad data, unusable base model); says where."""
+
+
+# ── loading ──────────────────────────────────────────────────────────────────────────────
+
+
+def default_dtype() -> torch.dtype:
+    """bf16 on CUDA; float32 on CPU (bf16 matmuls are slow there and lose precision in Adam)."""
+    return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+
+
+def resolve_base(base_model: str) -> tuple[str, PolicyMetadata | None]:
+    """Where ``base_model`` loads from, and its policy metadata when it is a policy version.
+
+    ``'packaged'`` is the SmolLM2-135M-Instruct GGUF converted once to a cached HF directory; a
+    directory holding ``policy.json`` is a policy version; any other directory is a plain HF
+    model directory; anything else is a Hugging Face id (which needs the hub).
+    """
+    if base_model == PACKAGED_BASE:
+        from lemon.backends.local import _converted_packaged
+
+        return str(_converted_packaged("bfloat16")), None
+    path = Path(base_model).expanduser()
+    if path.is_dir():
+        if (path / METADATA_FILE).is_file():
+            try:
+                return str(path.resolve()), read_policy(path)
+            except PolicyVersionError as exc:
+                raise TrainingError(f"base_model: {exc}") from None
+        if not (path / "config.json").is_file():
+            raise TrainingError(
+                f"base_model: {path}: a directory without config.json or policy.json "
+                "(not a model or a policy version)"
+            )
+        return str(path.resolve()), None
+    if path.exists():
+        raise TrainingError(f"base_model: {path}: not a directory")
+    if base_model.startswith((".", "/", "~")):
+        raise TrainingError(f"base_model: {base_model}: no such directory")
+    return base_model, None
+
+
+def load_tokenizer(base_model: str) -> Any:
+    """The tokenizer of ``base_model`` (see :func:`resolve_base`), with a pad token set."""
+    location, _ = resolve_base(base_model)
+    tokenizer = AutoTokenizer.from_pretrained(location)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model_and_tokenizer(
+    base_model: str, *, dtype: torch.dtype | str | None = None
+) -> tuple[Any, Any]:
+    """A causal LM and its tokenizer from ``'packaged'``, an HF id, an HF directory or a policy
+    version (full weights, or a LoRA adapter applied to its own ``base_model`` and merged, so the
+    caller always gets a plain model it can fine-tune or wrap in a new adapter)."""
+    location, meta = resolve_base(base_model)
+    resolved = default_dtype() if dtype is None else dtype
+    if isinstance(resolved, str):
+        resolved = getattr(torch, resolved)
+    tokenizer = load_tokenizer(base_model)
+    if meta is not None and meta.adapter:
+        from peft import PeftModel
+
+        base, _ = load_model_and_tokenizer(_adapter_base(meta, location), dtype=resolved)
+        model: Any = PeftModel.from_pretrained(base, location).merge_and_unload()
+    else:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(location, dtype=resolved)
+        except OSError as exc:
+            raise TrainingError(f"base_model: {base_model}: cannot load: {exc}") from None
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def _adapter_base(meta: PolicyMetadata, location: str) -> str:
+    if meta.base_model == location:
+        raise TrainingError(f"base_model: {location}: adapter version names itself as its base")
+    return meta.base_model
+
+
+def tiny_test_model(
+    directory: str | os.PathLike[str],
+    *,
+    hidden_size: int = 32,
+    layers: int = 2,
+    seed: int = 0,
+) -> Path:
+    """A tiny random Llama (float32) with the packaged SmolLM2 tokenizer, saved as an HF
+    directory: real chat template and vocabulary, a model that trains in seconds on CPU.
+
+    Idempotent: an existing directory with ``config.json`` is returned as it is; otherwise the
+    model is written to a temporary sibling and renamed into place.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lemon.backends.local import _converted_packaged
+
+    target = Path(directory)
+    if (target / "config.json").is_file():
+        return target
+    tokenizer = AutoTokenizer.from_pretrained(str(_converted_packaged("bfloat16")))
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(temp)
+        tokenizer.save_pretrained(temp)
+        os.replace(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        if not (target / "config.json").is_file():
+            raise
+    return target
+
+
+# ── where a run writes ───────────────────────────────────────────────────────────────────
+
+
+def staging_dir(config: TrainingConfig) -> Path:
+    """``<output_dir>.partial``: the version being written (renamed when complete)."""
+    out = Path(config.output_dir)
+    return out.with_name(out.name + ".partial")
+
+
+def checkpoints_dir(config: TrainingConfig) -> Path:
+    """``<output_dir>.checkpoints``: the trainer's checkpoints, for resuming."""
+    out = Path(config.output_dir)
+    return out.with_name(out.name + ".checkpoints")
+
+
+def latest_checkpoint(config: TrainingConfig) -> Path | None:
+    """The newest complete checkpoint to resume from (None when ``resume`` is off or none).
+
+    Checkpoints appear by rename (:class:`AtomicCheckpointMixin`), so every ``checkpoint-N``
+    directory is complete; a leftover ``.staging`` directory from a killed save is ignored.
+    """
+    if not config.resume:
+        return None
+    root = checkpoints_dir(config)
+    if not root.is_dir():
+        return None
+    found = [
+        (int(match.group(1)), entry)
+        for entry in root.iterdir()
+        if entry.is_dir() and (match := _CHECKPOINT.match(entry.name))
+    ]
+    return max(found)[1] if found else None
+
+
+def data_sha256(data: str) -> str:
+    """The training data's hash: of the file's bytes, or of the ``synthetic:<N>`` name."""
+    path = Path(data)
+    if path.is_file():
+        return file_sha256(path)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def parent_of(base_model: str) -> str | None:
+    """The policy version training started from (its absolute path), if it started from one."""
+    path = Path(base_model).expanduser()
+    if path.is_dir() and (path / METADATA_FILE).is_file():
+        return str(path.resolve())
+    return None
+
+
+def version_label(config: TrainingConfig) -> str:
+    return config.version or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+# ── checkpoints and metrics inside the trainer ───────────────────────────────────────────
+
+
+class AtomicCheckpointMixin:
+    """Make HF Trainer checkpoints appear atomically: each is written under
+    ``<checkpoints>/.staging/checkpoint-N`` and renamed to ``<checkpoints>/checkpoint-N`` once
+    every rank has finished writing, so a kill mid-save never leaves a directory that looks
+    complete. Mix in before the trainer class: ``class T(AtomicCheckpointMixin, SFTTrainer)``.
+    """
+
+    _lemon_staging: str | None = None
+
+    def _get_output_dir(self, trial: Any) -> str:
+        if self._lemon_staging is not None:
+            return self._lemon_staging
+        out: str = super()._get_output_dir(trial)  # type: ignore[misc]
+        return out
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        from transformers.trainer_utils import rotate_checkpoints
+
+        trainer: Any = self
+        run_dir = self._get_output_dir(trial)
+        name = f"checkpoint-{trainer.state.global_step}"
+        staging = os.path.join(run_dir, _STAGING)
+        self._lemon_staging = staging
+        try:
+            super()._save_checkpoint(model, trial)  # type: ignore[misc]
+        finally:
+            self._lemon_staging = None
+        barrier()
+        if trainer.args.should_save:
+            final = os.path.join(run_dir, name)
+            if os.path.isdir(final):  # the same step saved again after a resume
+                shutil.rmtree(final)
+            _fsync_tree(os.path.join(staging, name))
+            os.replace(os.path.join(staging, name), final)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=trainer.args.save_total_limit,
+                use_mtime=False,
+            )
+        barrier()
+
+
+def _fsync_tree(root: str) -> None:
+    """Flush a checkpoint's files to disk before the rename makes it visible."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as handle:
+                os.fsync(handle.fileno())
+
+
+class MetricsCallback(TrainerCallback):
+    """Append every logged step to a JSONL file (rank 0 only) and keep the last values.
+
+    Each line is ``{"step", "epoch", ...the trainer's logs...}`` (loss, learning_rate,
+    num_tokens, grad_norm for SFT; the GRPO trainer adds its own keys).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, is_main: bool = True) -> None:
+        self.path = Path(path)
+        self.is_main = is_main
+        self.last: dict[str, Any] = {}
+        self.history: list[dict[str, Any]] = []
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any
+    ) -> None:
+        if not logs:
+            return
+        row = {"step": state.global_step, "epoch": state.epoch, **_jsonable(logs)}
+        self.history.append(row)
+        self.last.update(row)
+        if not self.is_main:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+
+def _jsonable(logs: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in logs.items():
+        if isinstance(value, torch.Tensor):
+            value = value.item() if value.numel() == 1 else value.tolist()
+        if isinstance(value, (int, float, str, bool, list)) or value is None:
+            out[key] = value
+    return out
+
+
+# ── publishing ───────────────────────────────────────────────────────────────────────────
+
+
+def publish_version(
+    staging: str | os.PathLike[str],
+    config: TrainingConfig,
+    *,
+    stage: Literal["sft", "grpo"],
+    metrics: dict[str, Any],
+    parent: str | None,
+) -> Path:
+    """Finish a version written in ``staging`` (weights or adapter, tokenizer, metrics.jsonl):
+    write ``policy.json`` and ``result.json``, rename it to ``output_dir`` in one step, then
+    write the result to the termination log when that file exists. Returns ``output_dir``.
+
+    Call on rank 0 only.
+    """
+    staging_path, final = Path(staging), Path(config.output_dir).resolve()
+    adapter = any((staging_path / name).is_file() for name in ("adapter_config.json",))
+    base = config.base_model
+    if base != PACKAGED_BASE and Path(base).expanduser().is_dir():
+        base = str(Path(base).expanduser().resolve())
+    meta = PolicyMetadata(
+        policy=config.policy,
+        version=version_label(config),
+        stage=stage,
+        base_model=base,
+        adapter=adapter,
+        data_sha256=data_sha256(config.data),
+        parent=parent,
+        metrics=_jsonable(metrics),
+    )
+    write_metadata(staging_path, meta)
+    result = {
+        "policy": str(final),
+        "version": meta.version,
+        "stage": stage,
+        "metrics": meta.metrics,
+    }
+    _write_json(staging_path / RESULT_FILE, result)
+    read_policy(staging_path)  # refuse to publish an incomplete version
+    publish_directory(staging_path, final)
+    log = Path(config.termination_log)
+    if log.exists():
+        log.write_text(termination_message(result), encoding="utf-8")
+    return final
+
+
+def termination_message(result: dict[str, Any]) -> str:
+    """``result`` as compact JSON of at most 4 KiB (metrics dropped, largest first, to fit)."""
+    metrics = dict(result.get("metrics") or {})
+    while True:
+        text = json.dumps({**result, "metrics": metrics}, separators=(",", ":"))
+        if len(text.encode("utf-8")) <= TERMINATION_LIMIT or not metrics:
+            return text[:TERMINATION_LIMIT]
+        del metrics[max(metrics, key=lambda key: len(json.dumps(metrics[key])))]
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    os.replace(temp, path)
