@@ -67,6 +67,8 @@ GENERATED: dict[str, Callable[[], str]] = {
     # The CRDs, from the same models (lemon.resources.crds).
     "crds/lemon.ai_lemonspecs.yaml": lambda: crd_yaml("LemonSpec"),
     "crds/lemon.ai_lemoncapacityprofiles.yaml": lambda: crd_yaml("LemonCapacityProfile"),
+    "crds/lemon.ai_lemontrainings.yaml": lambda: crd_yaml("LemonTraining"),
+    "crds/lemon.ai_lemonpolicies.yaml": lambda: crd_yaml("LemonPolicy"),
     # The gRPC stubs of services/proto/lemon/v1/orchestrator.proto (grpc_tools in a subprocess).
     **{
         f"{STUBS}/{name}": _stub(name)
