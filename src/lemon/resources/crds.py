@@ -15,8 +15,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from lemon.resources.policy import LemonPolicyStatus, PolicySpec
 from lemon.resources.profiles import CapacityProfileSpec
 from lemon.resources.status import CapacityProfileStatus, LemonSpecStatus
+from lemon.resources.training import LemonTrainingStatus, TrainingSpec
 from lemon.spec.models import LemonSpecBody
 
 __all__ = ["GROUP", "KINDS", "VERSION", "crd", "crd_yaml", "structural_schema"]
@@ -237,11 +239,83 @@ def _profile_crd() -> Schema:
     )
 
 
-KINDS = {"LemonSpec": _lemonspec_crd, "LemonCapacityProfile": _profile_crd}
+def _training_schema() -> Schema:
+    spec = structural_schema(TrainingSpec)
+    spec["properties"]["counterfactual"]["properties"]["kinds"]["x-kubernetes-list-type"] = "set"
+    spec["x-kubernetes-validations"] = _validations(
+        ("self == oldSelf", "a training's spec is immutable; create a new LemonTraining"),
+    )
+    return spec
+
+
+def _training_crd() -> Schema:
+    return _crd(
+        kind="LemonTraining",
+        plural="lemontrainings",
+        short="ltrain",
+        description="One training run of a policy (SFT or counterfactual GRPO). The operator "
+        "runs it as a Kubeflow PyTorchJob, mirrors the job's conditions and publishes the "
+        "produced checkpoint as a new version of the LemonPolicy.",
+        spec=_training_schema(),
+        status=_conditions_as_map(structural_schema(LemonTrainingStatus)),
+        columns=[
+            {"name": "Stage", "type": "string", "jsonPath": ".spec.stage"},
+            {"name": "Policy", "type": "string", "jsonPath": ".spec.policy"},
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Version", "type": "string", "jsonPath": ".status.producedVersion"},
+        ],
+    )
+
+
+def _policy_schema() -> Schema:
+    spec = structural_schema(PolicySpec)
+    versions = spec["properties"]["versions"]
+    versions["x-kubernetes-list-type"] = "map"
+    versions["x-kubernetes-list-map-keys"] = ["name"]
+    spec["x-kubernetes-validations"] = _validations(
+        (
+            "!has(self.servedVersion) || "
+            "(has(self.versions) && self.versions.exists(v, v.name == self.servedVersion))",
+            "servedVersion must name one of the versions",
+        ),
+    )
+    spec["properties"]["serving"]["x-kubernetes-validations"] = _validations(
+        (
+            "!has(self.maxReplicas) || self.maxReplicas >= "
+            "(has(self.minReplicas) ? self.minReplicas : 1)",
+            "maxReplicas must be at least minReplicas",
+        ),
+    )
+    return spec
+
+
+def _policy_crd() -> Schema:
+    return _crd(
+        kind="LemonPolicy",
+        plural="lemonpolicies",
+        short="lpol",
+        description="An orchestration policy: its versions (checkpoints, metrics, the training "
+        "that made each) and the one served on its own KServe InferenceService.",
+        spec=_policy_schema(),
+        status=_conditions_as_map(structural_schema(LemonPolicyStatus)),
+        columns=[
+            {"name": "Served", "type": "string", "jsonPath": ".status.servedVersion"},
+            {"name": "Versions", "type": "integer", "jsonPath": ".status.versionCount"},
+            _condition_column("Ready"),
+        ],
+    )
+
+
+KINDS = {
+    "LemonSpec": _lemonspec_crd,
+    "LemonCapacityProfile": _profile_crd,
+    "LemonTraining": _training_crd,
+    "LemonPolicy": _policy_crd,
+}
 
 
 def crd(kind: str) -> Schema:
-    """The CustomResourceDefinition of ``kind`` (``LemonSpec`` or ``LemonCapacityProfile``)."""
+    """The CustomResourceDefinition of ``kind`` (a key of ``KINDS``)."""
     return KINDS[kind]()
 
 
