@@ -1,0 +1,149 @@
+"""A Python client of ``lemon.v1.Orchestrator`` (grpc.aio), as ``lemon client`` uses it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pydantic import BaseModel, ConfigDict, Field
+
+from lemon_service._proto import orchestrator_pb2 as pb
+from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
+
+__all__ = ["ClientConfig", "LemonClient", "run_options"]
+
+
+class ClientConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target: str = "127.0.0.1:50051"
+    token: str | None = Field(default=None, repr=False)
+    tls_ca: Path | None = None
+    """Trust this CA (turns TLS on)."""
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    """The client's certificate and key, for servers that require mTLS."""
+    server_name: str | None = None
+    """Expected name in the server's certificate, when it differs from the target's host."""
+    max_message_bytes: int = 64 << 20
+
+    def channel(self) -> grpc.aio.Channel:
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.max_send_message_length", self.max_message_bytes),
+        ]
+        if self.tls_ca is None and self.tls_cert is None:
+            return grpc.aio.insecure_channel(self.target, options=options)
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("a client certificate needs both --tls-cert and --tls-key")
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=self.tls_ca.read_bytes() if self.tls_ca else None,
+            private_key=self.tls_key.read_bytes() if self.tls_key else None,
+            certificate_chain=self.tls_cert.read_bytes() if self.tls_cert else None,
+        )
+        if self.server_name:
+            options.append(("grpc.ssl_target_name_override", self.server_name))
+        return grpc.aio.secure_channel(self.target, credentials, options=options)
+
+
+def run_options(
+    *, max_tokens: int = 0, seed: int | None = None, template: str = ""
+) -> pb.RunOptions:
+    options = pb.RunOptions(max_tokens=max_tokens, template=template)
+    if seed is not None:
+        options.seed = seed
+    return options
+
+
+class LemonClient:
+    """``async with LemonClient(config) as client: await client.orchestrate("task")``."""
+
+    def __init__(self, config: ClientConfig | None = None) -> None:
+        self.config = config or ClientConfig()
+        self._channel = self.config.channel()
+        self._stub = pb_grpc.OrchestratorStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+        token = self.config.token
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    async def __aenter__(self) -> LemonClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def orchestrate(
+        self,
+        task: str,
+        *,
+        options: pb.RunOptions | None = None,
+        request_id: str = "",
+        timeout: float | None = None,
+    ) -> pb.RunResponse:
+        request = pb.OrchestrateRequest(task=task, options=options, request_id=request_id)
+        response: pb.RunResponse = await self._stub.Orchestrate(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return response
+
+    async def stream(
+        self,
+        task: str,
+        *,
+        options: pb.RunOptions | None = None,
+        request_id: str = "",
+        timeout: float | None = None,
+    ) -> AsyncIterator[pb.RunEvent]:
+        request = pb.OrchestrateRequest(task=task, options=options, request_id=request_id)
+        call = self._stub.StreamOrchestrate(request, timeout=timeout, metadata=self._metadata)
+        try:
+            async for event in call:
+                yield event
+        finally:
+            call.cancel()  # a consumer that stops early cancels the run on the server
+
+    async def execute(
+        self,
+        task: str,
+        spec: str,
+        *,
+        source: str = "",
+        options: pb.RunOptions | None = None,
+        request_id: str = "",
+        timeout: float | None = None,
+    ) -> pb.RunResponse:
+        request = pb.ExecuteSpecRequest(
+            task=task, spec=spec, source=source, options=options, request_id=request_id
+        )
+        response: pb.RunResponse = await self._stub.ExecuteSpec(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return response
+
+    async def validate(
+        self, spec: str, *, source: str = "", timeout: float | None = None
+    ) -> pb.ValidateSpecResponse:
+        request = pb.ValidateSpecRequest(spec=spec, source=source)
+        response: pb.ValidateSpecResponse = await self._stub.ValidateSpec(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return response
+
+    async def health(self, service: str = "", *, timeout: float | None = None) -> str:
+        """SERVING, NOT_SERVING, ... for ``service`` ('' is the whole server)."""
+        response = await self._health.Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=timeout
+        )
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))

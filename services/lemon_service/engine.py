@@ -1,0 +1,133 @@
+"""The core, as the servicer calls it: one profile, its backends built once per process, and
+the admission control that bounds how many runs execute and wait."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+from lemon.backends.base import Backend, Decoding
+from lemon.engine.executor import ExecutionOptions
+from lemon.engine.results import RunResult
+from lemon.engine.runner import run_task
+from lemon.engine.trace import TraceWriter
+from lemon.profiles import CapacityProfile, build_backends, close_backends
+from lemon.spec.models import Capacity
+from lemon.spec.roles import RoleLibrary, default_roles
+from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
+from lemon_service.config import Limits
+from lemon_service.errors import BadRequest, LimitExceeded, RunDeadline
+
+__all__ = ["TEMPLATES", "Admission", "Engine", "RunRequest"]
+
+TEMPLATES = ("default", "compute")
+DEADLINE_MARGIN_S = 0.05
+"""The run ends this much before the call's deadline, so the server still answers with why."""
+
+
+class Admission:
+    """At most ``running`` runs execute and ``waiting`` more wait; the next one is refused
+    at once (RESOURCE_EXHAUSTED) instead of joining an unbounded queue."""
+
+    def __init__(self, *, running: int, waiting: int) -> None:
+        self._slots = asyncio.Semaphore(running)
+        self._capacity = running + waiting
+        self.admitted = 0
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        if self.admitted >= self._capacity:
+            raise LimitExceeded(
+                f"server busy: {self.admitted} runs in flight (limit {self._capacity}); retry later"
+            )
+        self.admitted += 1
+        try:
+            async with self._slots:
+                yield
+        finally:
+            self.admitted -= 1
+
+
+class RunRequest:
+    """A checked request: the task, the spec (None: the policy writes it) and run options."""
+
+    def __init__(
+        self,
+        task: str,
+        *,
+        limits: Limits,
+        parsed: ParsedSpec | None = None,
+        max_tokens: int = 0,
+        seed: int | None = None,
+        template: str = "",
+    ) -> None:
+        if not task.strip():
+            raise BadRequest("task: must not be empty")
+        if len(task) > limits.max_task_chars:
+            raise LimitExceeded(
+                f"task: {len(task)} characters; the limit is {limits.max_task_chars}"
+            )
+        if max_tokens > limits.max_tokens:
+            raise LimitExceeded(
+                f"options.max_tokens: {max_tokens}; the server allows at most {limits.max_tokens}"
+            )
+        template = template or "default"
+        if template not in TEMPLATES:
+            raise BadRequest(
+                f"options.template: unknown variant {template!r} (known: {', '.join(TEMPLATES)})"
+            )
+        self.task = task
+        self.parsed = parsed
+        self.max_tokens = max_tokens or limits.max_tokens
+        self.seed = seed
+        self.template = template
+
+
+class Engine:
+    """Runs requests on one capacity profile; backends live as long as the server."""
+
+    def __init__(
+        self, profile: CapacityProfile, *, limits: Limits, roles: RoleLibrary | None = None
+    ) -> None:
+        self.profile = profile
+        self.limits = limits
+        self.roles = roles or default_roles()
+        self.backends: Mapping[Capacity, Backend] = build_backends(profile)
+        self.admission = Admission(running=limits.max_concurrency, waiting=limits.max_waiting)
+
+    def parse(self, text: str, *, source: str) -> ParsedSpec:
+        """Validate a spec with the server's roles (raises ``SpecError``, located)."""
+        return parse_spec(text, source=source, options=ValidationOptions(roles=self.roles))
+
+    def budget(self, time_remaining: float | None) -> float:
+        """The run's deadline in seconds: the server's budget, cut to the call's deadline."""
+        budget = self.limits.max_run_s
+        if time_remaining is not None and math.isfinite(time_remaining):
+            budget = min(budget, time_remaining - DEADLINE_MARGIN_S)
+        if budget <= 0:
+            raise RunDeadline("the call's deadline left no time to run")
+        return budget
+
+    async def run(self, request: RunRequest, *, deadline_s: float, trace: TraceWriter) -> RunResult:
+        """One run, once admitted. Cancelling the awaiting task cancels the DAG's agents."""
+        options = ExecutionOptions(
+            decoding=Decoding(max_tokens=request.max_tokens, seed=request.seed),
+            deadline_s=deadline_s,
+            max_attempts=self.limits.max_attempts,
+        )
+        async with self.admission.slot():
+            return await run_task(
+                request.task,
+                profile=self.profile,
+                parsed=request.parsed,
+                roles=self.roles,
+                options=options,
+                trace=trace,
+                backends=self.backends,
+                template_variant=request.template,
+            )
+
+    async def aclose(self) -> None:
+        await close_backends(self.backends)

@@ -1,0 +1,101 @@
+"""``lemon serve``: the grpc.aio server — the Orchestrator, standard health checking, server
+reflection, size and concurrency limits, optional TLS/mTLS and a bearer-token check.
+
+Built once per process: the profile's backends are created at start and closed at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
+from lemon_service.auth import BearerTokenInterceptor
+from lemon_service.config import ConfigError, ServerConfig
+from lemon_service.engine import Engine
+from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
+
+__all__ = ["Server", "serve"]
+
+log = logging.getLogger("lemon.serve")
+GRACE_S = 5.0
+
+
+class Server:
+    """A started server; ``port`` is the bound one (useful with port 0)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.engine = Engine(config.capacity_profile(), limits=config.limits)
+        limits = config.limits
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (
+            [BearerTokenInterceptor(config.token)] if config.token is not None else []
+        )
+        self.grpc = grpc.aio.server(
+            interceptors=interceptors,
+            options=[
+                ("grpc.max_receive_message_length", limits.max_message_bytes),
+                ("grpc.max_send_message_length", limits.max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        pb_grpc.add_OrchestratorServicer_to_server(OrchestratorServicer(self.engine), self.grpc)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc
+        )
+        address = f"{config.host}:{config.port}"
+        if config.tls is not None:
+            key, cert, client_ca = config.tls.read()
+            credentials = grpc.ssl_server_credentials(
+                [(key, cert)],
+                root_certificates=client_ca,
+                require_client_auth=client_ca is not None,
+            )
+            self.port = self.grpc.add_secure_port(address, credentials)
+        else:
+            self.port = self.grpc.add_insecure_port(address)
+        if self.port == 0:
+            raise ConfigError(f"cannot listen on {address}")
+
+    async def start(self) -> None:
+        await self.grpc.start()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self) -> None:
+        """Stop taking calls (health says NOT_SERVING), let running ones finish, close backends."""
+        await self.health.enter_graceful_shutdown()
+        await self.grpc.stop(GRACE_S)
+        await self.engine.aclose()
+
+
+async def serve(config: ServerConfig) -> None:
+    """Serve until SIGTERM or SIGINT."""
+    server = Server(config)
+    await server.start()
+    scheme = "TLS" if config.tls is None else ("mTLS" if config.tls.client_ca else "TLS")
+    scheme = "plaintext" if config.tls is None else scheme
+    auth = "bearer token required" if config.token is not None else "no auth"
+    print(
+        f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}); "
+        f"profile {server.engine.profile.name}",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()

@@ -1,0 +1,96 @@
+"""A small real OpenAI-compatible HTTP server (uvicorn, raw ASGI) with a fixed latency, run as a
+subprocess by the service tests: ``python -m tests.service.openai_server --port P --latency S
+--log FILE``.
+
+It answers ``/v1/chat/completions`` after ``--latency`` seconds and appends one line per event
+to ``--log`` (``start N``, ``answered N``, ``disconnected N``): the tests read it to see that a
+cancelled gRPC call really drops the server's in-flight HTTP calls and starts no new ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+Scope = dict[str, Any]
+
+
+def make_app(*, latency: float, log: Path, answer: str) -> Any:
+    counter = 0
+
+    def note(event: str, number: int) -> None:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(f"{event} {number}\n")
+
+    async def send_json(send: Any, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        nonlocal counter
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/health":
+            await send_json(send, 200, {"status": "ok"})
+            return
+        if scope["path"] != "/v1/chat/completions":
+            await send_json(send, 404, {"error": "not found"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        counter += 1
+        number = counter
+        note("start", number)
+        request = json.loads(body)
+        sleep = asyncio.ensure_future(asyncio.sleep(latency))
+        gone = asyncio.ensure_future(receive())  # completes with http.disconnect if dropped
+        done, _ = await asyncio.wait({sleep, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if gone in done:
+            sleep.cancel()
+            note("disconnected", number)
+            return
+        gone.cancel()
+        prompt = " ".join(m["content"] for m in request["messages"])
+        await send_json(
+            send,
+            200,
+            {
+                "choices": [{"message": {"content": answer}, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": len(prompt.split()),
+                    "completion_tokens": len(answer.split()),
+                },
+            },
+        )
+        note("answered", number)
+
+    return app
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--answer", default="The answer is 42.")
+    args = parser.parse_args()
+    app = make_app(latency=args.latency, log=args.log, answer=args.answer)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on")
+
+
+if __name__ == "__main__":
+    main()
