@@ -1,0 +1,247 @@
+"""``lemon train sft``: supervised warm start of the orchestration policy.
+
+TRL's :class:`~trl.SFTTrainer` on conversational prompt/completion rows (``lemon teacher``
+writes them: ``{"prompt": [messages], "completion": [{"role": "assistant", "content": YAML}],
+"provenance": {...}}``). With prompt/completion data TRL computes the loss on completion tokens
+only (labels are -100 on the prompt), so the policy learns to write specs, not to echo the
+role library. Optional LoRA (peft), merged into the weights on publish unless ``lora.merge`` is
+false. Checkpoints appear atomically (:class:`~lemon_train.common.AtomicCheckpointMixin`) and a
+rerun with the same ``output_dir`` resumes from the newest one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from trl import SFTConfig, SFTTrainer
+
+from lemon.training.config import TrainingConfig
+from lemon_train.common import (
+    AtomicCheckpointMixin,
+    MetricsCallback,
+    TrainingError,
+    checkpoints_dir,
+    init_from_env,
+    latest_checkpoint,
+    load_model_and_tokenizer,
+    parent_of,
+    publish_version,
+    staging_dir,
+)
+from lemon_train.distributed import barrier
+
+__all__ = ["LemonSFTTrainer", "build_trainer", "load_rows", "run"]
+
+_ROLES = frozenset({"system", "user", "assistant"})
+
+
+class LemonSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
+    """SFTTrainer whose checkpoints appear by rename (never half-written)."""
+
+
+def load_rows(path: str) -> list[dict[str, Any]]:
+    """Read SFT rows from JSONL, checking each row's shape (errors say ``FILE:LINE: ...``).
+
+    A row is TRL's prompt/completion format, conversational (lists of ``{"role", "content"}``
+    messages; the completion one assistant message) or plain strings; other keys
+    (``provenance``) are dropped.
+    """
+    if path.startswith("synthetic:"):
+        raise TrainingError(
+            f"data: {path}: SFT reads JSONL rows; write synthetic rows to a file first "
+            "(`lemon teacher`), or use synthetic:<N> with `lemon train grpo`"
+        )
+    source = Path(path)
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TrainingError(f"data: {path}: cannot read: {exc.strerror or exc}") from None
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TrainingError(f"{where}:{exc.colno}: not JSON: {exc.msg}") from None
+        rows.append(_check_row(row, where))
+    if not rows:
+        raise TrainingError(f"data: {path}: no rows (a JSONL file of prompt/completion objects)")
+    kinds = {isinstance(row["prompt"], str) for row in rows}
+    if len(kinds) > 1:
+        raise TrainingError(f"data: {path}: mixes string and conversational rows")
+    return rows
+
+
+def _check_row(row: Any, where: str) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise TrainingError(f"{where}: a row is an object, got {type(row).__name__}")
+    for key in ("prompt", "completion"):
+        if key not in row:
+            raise TrainingError(f"{where}: missing {key!r}")
+    prompt, completion = row["prompt"], row["completion"]
+    if isinstance(prompt, str) and isinstance(completion, str):
+        if not completion.strip():
+            raise TrainingError(f"{where}: completion: empty")
+        return {"prompt": prompt, "completion": completion}
+    if isinstance(prompt, str) or isinstance(completion, str):
+        raise TrainingError(f"{where}: prompt and completion must both be strings or both lists")
+    _check_messages(prompt, f"{where}: prompt")
+    _check_messages(completion, f"{where}: completion")
+    if len(completion) != 1 or completion[0]["role"] != "assistant":
+        raise TrainingError(f"{where}: completion: one assistant message expected")
+    if not completion[0]["content"].strip():
+        raise TrainingError(f"{where}: completion: empty")
+    if prompt[-1]["role"] == "assistant":
+        raise TrainingError(f"{where}: prompt: ends with an assistant message")
+    return {
+        "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
+        "completion": [{"role": "assistant", "content": completion[0]["content"]}],
+    }
+
+
+def _check_messages(messages: Any, where: str) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise TrainingError(f"{where}: a non-empty list of messages expected")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TrainingError(f"{where}[{index}]: a message is an object")
+        if message.get("role") not in _ROLES:
+            raise TrainingError(
+                f"{where}[{index}].role: {message.get('role')!r} is not one of {sorted(_ROLES)}"
+            )
+        if not isinstance(message.get("content"), str):
+            raise TrainingError(f"{where}[{index}].content: a string expected")
+
+
+def sft_arguments(config: TrainingConfig) -> SFTConfig:
+    hp = config.hyperparameters
+    cuda = torch.cuda.is_available()
+    return SFTConfig(
+        output_dir=str(checkpoints_dir(config)),
+        max_steps=hp.max_steps if hp.max_steps is not None else -1,
+        num_train_epochs=hp.epochs,
+        per_device_train_batch_size=hp.per_device_batch_size,
+        gradient_accumulation_steps=hp.gradient_accumulation_steps,
+        learning_rate=hp.learning_rate,
+        warmup_steps=hp.warmup_ratio,
+        weight_decay=hp.weight_decay,
+        seed=hp.seed,
+        max_length=hp.max_length,
+        completion_only_loss=True,
+        save_strategy="steps",
+        save_steps=hp.save_steps,
+        save_total_limit=2,
+        logging_steps=hp.logging_steps,
+        logging_first_step=True,
+        use_cpu=not cuda,
+        bf16=cuda,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,
+    )
+
+
+def build_trainer(
+    config: TrainingConfig, *, metrics_path: Path | None = None, is_main: bool = True
+) -> tuple[LemonSFTTrainer, MetricsCallback, Any]:
+    """The configured trainer (data read, model loaded, LoRA applied), its metrics callback and
+    the tokenizer; nothing trained yet."""
+    from datasets import Dataset
+
+    rows = load_rows(config.data)
+    model, tokenizer = load_model_and_tokenizer(config.base_model)
+    peft_config = None
+    if config.lora is not None:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=config.lora.r,
+            lora_alpha=config.lora.alpha,
+            lora_dropout=config.lora.dropout,
+            target_modules=config.lora.target_modules,
+            task_type="CAUSAL_LM",
+        )
+    metrics = MetricsCallback(
+        metrics_path or staging_dir(config) / config.metrics_file, is_main=is_main
+    )
+    trainer = LemonSFTTrainer(
+        model=model,
+        args=sft_arguments(config),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[metrics],
+    )
+    return trainer, metrics, tokenizer
+
+
+def run(config: TrainingConfig) -> Path:
+    """Train, publish the version at ``config.output_dir`` (rank 0) and return its path."""
+    if config.stage != "sft":
+        raise TrainingError(f"stage: {config.stage!r}: `lemon train sft` needs stage: sft")
+    info = init_from_env()
+    staging = staging_dir(config)
+    resume = latest_checkpoint(config)
+    metrics_path = staging / config.metrics_file
+    if info.is_main:
+        if resume is None:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not config.resume:
+                shutil.rmtree(checkpoints_dir(config), ignore_errors=True)
+        else:  # steps logged after the checkpoint will be logged again
+            _truncate_metrics(metrics_path, _checkpoint_step(resume))
+        staging.mkdir(parents=True, exist_ok=True)
+    barrier()
+    trainer, metrics, tokenizer = build_trainer(
+        config, metrics_path=metrics_path, is_main=info.is_main
+    )
+    output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    final = Path(config.output_dir).resolve()
+    if info.is_main:
+        model: Any = trainer.model
+        if config.lora is not None and config.lora.merge:
+            model = model.merge_and_unload()
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        summary = {
+            "train_loss": output.training_loss,
+            "final_loss": metrics.last.get("loss"),
+            "steps": trainer.state.global_step,
+            "num_tokens": metrics.last.get("num_tokens"),
+            "rows": len(trainer.train_dataset) if trainer.train_dataset is not None else None,
+            "resumed_from_step": _checkpoint_step(resume) if resume else None,
+            "runtime_s": output.metrics.get("train_runtime"),
+        }
+        publish_version(
+            staging, config, stage="sft", metrics=summary, parent=parent_of(config.base_model)
+        )
+    barrier()
+    return final
+
+
+def _checkpoint_step(checkpoint: Path) -> int:
+    return int(checkpoint.name.rsplit("-", 1)[1])
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics logged up to ``step`` (the checkpoint a resumed run starts from)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # the line a kill cut short
+            continue
+        if isinstance(row, dict) and row.get("step", 0) <= step:
+            kept.append(line)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    temp.replace(path)
