@@ -11,10 +11,11 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
@@ -26,6 +27,27 @@ __all__ = ["Server", "serve"]
 
 log = logging.getLogger("lemon.serve")
 GRACE_S = 5.0
+
+
+class _Reflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]
+    """grpcio-reflection that also resolves method names (``lemon.v1.Orchestrator.Orchestrate``).
+
+    Clients such as ghz ask for the file containing the method; protobuf's upb descriptor pool
+    finds only services and messages, so the stock servicer answers NOT_FOUND.
+    """
+
+    def _file_containing_symbol(self, request: Any, fully_qualified_name: str) -> Any:
+        response = super()._file_containing_symbol(request, fully_qualified_name)
+        parent, _, method = fully_qualified_name.rpartition(".")
+        if not response.HasField("error_response") or not parent:
+            return response
+        try:
+            service = self._pool.FindServiceByName(parent)
+        except KeyError:
+            return response
+        if method not in service.methods_by_name:
+            return response
+        return super()._file_containing_symbol(request, parent)
 
 
 class Server:
@@ -49,8 +71,8 @@ class Server:
         pb_grpc.add_OrchestratorServicer_to_server(OrchestratorServicer(self.engine), self.grpc)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc
+        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+            _Reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)), self.grpc
         )
         address = f"{config.host}:{config.port}"
         if config.tls is not None:
