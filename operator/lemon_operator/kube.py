@@ -13,15 +13,18 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 __all__ = [
     "ISVC",
+    "POLICIES",
     "PROFILES",
+    "PYTORCHJOBS",
     "SPECS",
+    "TRAININGS",
     "Client",
     "ObjectRef",
     "Resource",
@@ -44,8 +47,12 @@ class Resource:
 SPECS = Resource("lemon.ai", "v1alpha1", "lemonspecs", "LemonSpec")
 PROFILES = Resource("lemon.ai", "v1alpha1", "lemoncapacityprofiles", "LemonCapacityProfile")
 ISVC = Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
+TRAININGS = Resource("lemon.ai", "v1alpha1", "lemontrainings", "LemonTraining")
+POLICIES = Resource("lemon.ai", "v1alpha1", "lemonpolicies", "LemonPolicy")
+PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 
 Body = dict[str, Any]
+Bodies = list[Body]  # spelled once here: inside Client, ``list`` is a method
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +143,51 @@ class Client:
                 return False
             raise
         return True
+
+    def patch_unless_changed(
+        self,
+        resource: Resource,
+        *,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        patch: Mapping[str, Any],
+    ) -> Literal["patched", "conflict", "gone"]:
+        """Merge-patch the object only if it is still at ``resource_version`` (optimistic
+        concurrency: the API server answers 409 when someone wrote it in between)."""
+        guarded = {
+            **patch,
+            "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version},
+        }
+        try:
+            self._custom.patch_namespaced_custom_object(
+                resource.group, resource.version, namespace, resource.plural, name, guarded
+            )
+        except ApiException as error:
+            if _status_code(error) == 404:
+                return "gone"
+            if _status_code(error) == 409:
+                return "conflict"
+            raise
+        return "patched"
+
+    def create_config_map(self, *, body: Mapping[str, Any]) -> bool:
+        """Create a ConfigMap; False when one of that name already exists (409)."""
+        try:
+            self._core.create_namespaced_config_map(
+                body["metadata"]["namespace"], cast(Any, dict(body))
+            )
+        except ApiException as error:
+            if _status_code(error) == 409:
+                return False
+            raise
+        return True
+
+    def list_pods(self, *, namespace: str, labels: str) -> Bodies:
+        """The pods matching ``labels``, as plain JSON objects (camelCase keys)."""
+        answer = self._core.list_namespaced_pod(namespace, label_selector=labels)
+        items: Bodies = self._core.api_client.sanitize_for_serialization(answer.items)
+        return items
 
     def replace_spec(
         self, resource: Resource, *, namespace: str, name: str, spec: Mapping[str, Any]

@@ -1,5 +1,6 @@
 """The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
-typed handler in :mod:`lemon_operator.specs` or :mod:`lemon_operator.profiles`.
+typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.profiles`,
+:mod:`~lemon_operator.trainings` or :mod:`~lemon_operator.policies`.
 
 Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
 """
@@ -13,13 +14,17 @@ from typing import Any
 import kopf
 
 from lemon.spec import Capacity
-from lemon_operator import kube, manifests, profiles, specs, statuses
+from lemon_operator import kube, manifests, policies, profiles, specs, statuses, trainings
 
 __all__ = ["main"]
 
 SPEC = ("lemon.ai", "v1alpha1", "lemonspecs")
 PROFILE = ("lemon.ai", "v1alpha1", "lemoncapacityprofiles")
 ISVC = ("serving.kserve.io", "v1beta1", "inferenceservices")
+TRAINING = ("lemon.ai", "v1alpha1", "lemontrainings")
+POLICY = ("lemon.ai", "v1alpha1", "lemonpolicies")
+PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs")
+MANAGED = {"app.kubernetes.io/managed-by": manifests.MANAGED_BY}
 BACKOFF = 2.0
 
 _clients: list[kube.Client] = []
@@ -90,7 +95,34 @@ def profile_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
     specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=name)
 
 
-@kopf.on.event(*ISVC, labels={"app.kubernetes.io/managed-by": manifests.MANAGED_BY})
+@kopf.on.resume(*TRAINING, backoff=BACKOFF)
+@kopf.on.create(*TRAINING, backoff=BACKOFF)
+@kopf.on.update(*TRAINING, field="spec", backoff=BACKOFF)
+def training_changed(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    trainings.reconcile_training(_client(), namespace=namespace, name=name)
+
+
+@kopf.on.event(*PYTORCHJOB, labels=MANAGED)
+def pytorch_job_event(
+    type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
+) -> None:
+    training = labels.get(manifests.TRAINING_LABEL)
+    if type is None or not namespace or not training:  # initial listing: resume covers it
+        return
+    trainings.reconcile_training(_client(), namespace=namespace, name=training)
+
+
+@kopf.on.resume(*POLICY, backoff=BACKOFF)
+@kopf.on.create(*POLICY, backoff=BACKOFF)
+@kopf.on.update(*POLICY, field="spec", backoff=BACKOFF)
+def policy_changed(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    policies.reconcile_policy(_client(), namespace=namespace, name=name)
+    trainings.reconcile_trainings_of_policy(_client(), namespace=namespace, policy=name)
+
+
+@kopf.on.event(*ISVC, labels=MANAGED)
 def inference_service_event(
     type: str | None,
     namespace: str | None,
@@ -100,6 +132,10 @@ def inference_service_event(
     **_: Any,
 ) -> None:
     if type is None:  # the initial listing; resume handlers cover what changed while down
+        return
+    policy = labels.get(manifests.POLICY_LABEL)
+    if namespace and policy:
+        policies.reconcile_policy(_client(), namespace=namespace, name=policy)
         return
     profile = labels.get(manifests.PROFILE_LABEL)
     tier = labels.get(manifests.TIER_LABEL)

@@ -60,6 +60,10 @@ def _convert(node: Schema, *, defs: Schema) -> Schema:
             out[key] = value.replace("``", "")
         elif key == "const":
             out["enum"] = [value]
+        elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+            # JSON Schema's number form; OpenAPI v3 has the bound plus a boolean
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
         else:
             out[key] = value
     if "properties" in out:

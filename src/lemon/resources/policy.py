@@ -20,6 +20,7 @@ from lemon.resources.status import Condition
 from lemon.spec.models import ObjectMeta
 
 __all__ = [
+    "MAX_VERSIONS",
     "POLICY_KIND",
     "LemonPolicy",
     "LemonPolicyStatus",

@@ -1,0 +1,234 @@
+"""Handlers for ``LemonPolicy``: serve the chosen version, roll it when the choice changes, and
+publish the versions trainings produce.
+
+The served version runs on the policy's own InferenceService (``<policy>-policy``). A reconcile
+reads the policy and that InferenceService afresh and makes the latter serve ``servedVersion``
+(replacing its spec when the version changed: KServe rolls it out); status says which version the
+InferenceService carries and whether KServe reports it Ready for that spec. Rollback is setting
+an older ``servedVersion``: the same path.
+
+:func:`publish` appends a version with optimistic concurrency (the patch carries the
+resourceVersion it read; a 409 means someone wrote in between, so it reads and tries again) and
+is idempotent by version name, which is what makes a training's publication safe to repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from lemon.resources import Condition
+from lemon.resources.policy import MAX_VERSIONS, LemonPolicyStatus, PolicySpec, PolicyVersionEntry
+from lemon_operator import kube, manifests, statuses
+
+__all__ = ["Publication", "publish", "reconcile_policy"]
+
+log = logging.getLogger(__name__)
+_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+_ATTEMPTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """The outcome of publishing a version (reason and message for the Published condition)."""
+
+    published: bool
+    reason: str
+    message: str
+
+
+def publish(
+    client: kube.Client,
+    *,
+    namespace: str,
+    policy: str,
+    version: str,
+    checkpoint: str,
+    stage: Literal["sft", "grpo"],
+    training: str,
+    metrics: Mapping[str, Any],
+) -> Publication:
+    """Append ``version`` to the policy (and serve it when ``autoPromote`` is set), exactly once."""
+    entry = PolicyVersionEntry(
+        name=version,
+        checkpoint=checkpoint,
+        stage=stage,
+        training=training,
+        created=statuses.now(),
+        metrics=dict(metrics),
+    ).model_dump(by_alias=True, mode="json", exclude_none=True)
+    for _ in range(_ATTEMPTS):
+        found = client.get(kube.POLICIES, namespace=namespace, name=policy)
+        if found is None or found["metadata"].get("deletionTimestamp"):
+            return Publication(
+                False, "PolicyNotFound", f"no LemonPolicy {policy}; published once it exists"
+            )
+        spec: Mapping[str, Any] = found.get("spec") or {}
+        versions = list(spec.get("versions") or [])
+        same = next((item for item in versions if item.get("name") == version), None)
+        if same is not None:
+            if same.get("training") not in (None, training):
+                return Publication(
+                    False,
+                    "VersionTaken",
+                    f"LemonPolicy {policy} already has a version {version} from "
+                    f"{same.get('training')}",
+                )
+            return Publication(True, "Published", f"{version} is a version of {policy}")
+        if len(versions) >= MAX_VERSIONS:
+            return Publication(
+                False, "PolicyFull", f"LemonPolicy {policy} has {MAX_VERSIONS} versions"
+            )
+        patch: dict[str, Any] = {"spec": {"versions": [*versions, entry]}}
+        promote = bool(spec.get("autoPromote"))
+        if promote:
+            patch["spec"]["servedVersion"] = version
+        outcome = client.patch_unless_changed(
+            kube.POLICIES,
+            namespace=namespace,
+            name=policy,
+            resource_version=found["metadata"]["resourceVersion"],
+            patch=patch,
+        )
+        if outcome == "patched":
+            ref = kube.ObjectRef(kube.POLICIES, namespace, policy, found["metadata"]["uid"])
+            served = "; now served (autoPromote)" if promote else ""
+            client.emit_event(
+                ref, reason="Published", message=f"version {version} from {training}{served}"
+            )
+            return Publication(True, "Published", f"{version} is a version of {policy}{served}")
+        log.info("%s/%s: %s publishing %s; reading it again", namespace, policy, outcome, version)
+    return Publication(False, "Conflict", f"LemonPolicy {policy} kept changing; will retry")
+
+
+def reconcile_policy(client: kube.Client, *, namespace: str, name: str) -> None:
+    """Serve ``servedVersion`` on the policy's InferenceService and record its state."""
+    with _locks[f"{namespace}/{name}"]:
+        found = client.get(kube.POLICIES, namespace=namespace, name=name)
+        if found is None or found["metadata"].get("deletionTimestamp"):
+            return
+        _reconcile(client, found)
+
+
+def _reconcile(client: kube.Client, found: Mapping[str, Any]) -> None:
+    metadata = found["metadata"]
+    namespace, name, uid = metadata["namespace"], metadata["name"], metadata["uid"]
+    generation = int(metadata.get("generation", 1))
+    status: Mapping[str, Any] = found.get("status") or {}
+    ref = kube.ObjectRef(kube.POLICIES, namespace, name, uid)
+    at = statuses.now()
+
+    def ready(ok: bool, reason: str, message: str) -> Condition:
+        return statuses.condition(
+            "Ready", ok, reason=reason, message=message, generation=generation, at=at
+        )
+
+    try:
+        spec = PolicySpec.model_validate(found.get("spec") or {})
+    except ValidationError as error:
+        message = "; ".join(
+            f"{'.'.join(map(str, issue['loc']))}: {issue['msg']}" for issue in error.errors()
+        )
+        new = LemonPolicyStatus(observed_generation=generation)
+        _record(client, ref, status=status, new=new, ready=ready(False, "Invalid", message))
+        return
+    isvc_name = manifests.policy_inference_service_name(name)
+    current = client.get(kube.ISVC, namespace=namespace, name=isvc_name)
+    owned = (
+        current is not None
+        and (current["metadata"].get("labels") or {}).get(manifests.POLICY_LABEL) == name
+    )
+    entry = spec.version(spec.served_version) if spec.served_version else None
+    if entry is None:
+        if current is not None and owned:
+            client.delete(kube.ISVC, namespace=namespace, name=isvc_name)
+            log.info("%s/%s: deleted %s (nothing to serve)", namespace, name, isvc_name)
+        new = LemonPolicyStatus(observed_generation=generation, version_count=len(spec.versions))
+        condition = ready(False, "NoServedVersion", "servedVersion is not set")
+        _record(client, ref, status=status, new=new, ready=condition)
+        return
+    manifest = manifests.build_policy_inference_service(
+        name, namespace=namespace, uid=uid, version=entry, serving=spec.serving
+    )
+    before = None if current is None else _annotated_version(current)
+    changed = True
+    if current is None:
+        client.create(kube.ISVC, body=manifest)
+        client.emit_event(ref, reason="Serving", message=f"version {entry.name} on {isvc_name}")
+    elif not owned:
+        new = LemonPolicyStatus(observed_generation=generation, version_count=len(spec.versions))
+        condition = ready(
+            False, "NameTaken", f"InferenceService {isvc_name} exists and is not this policy's"
+        )
+        _record(client, ref, status=status, new=new, ready=condition)
+        return
+    elif current.get("spec") != manifest["spec"] or before != entry.name:
+        client.replace_spec(kube.ISVC, namespace=namespace, name=isvc_name, spec=manifest["spec"])
+        metadata_patch = {key: manifest["metadata"][key] for key in ("labels", "annotations")}
+        client.patch(
+            kube.ISVC, namespace=namespace, name=isvc_name, patch={"metadata": metadata_patch}
+        )
+        client.emit_event(
+            ref, reason="Rolled", message=f"{isvc_name}: version {before} -> {entry.name}"
+        )
+        log.info("%s/%s: rolled %s from %s to %s", namespace, name, isvc_name, before, entry.name)
+    else:
+        changed = False
+    up, url = (False, None) if changed or current is None else _serving(current)
+    new = LemonPolicyStatus(
+        observed_generation=generation,
+        served_version=entry.name,
+        version_count=len(spec.versions),
+        inference_service=isvc_name,
+        url=url,
+        ready=up,
+    )
+    condition = (
+        ready(True, "Ready", f"version {entry.name} is served")
+        if up
+        else ready(False, "Rolling", f"waiting for {isvc_name} to serve {entry.name}")
+    )
+    _record(client, ref, status=status, new=new, ready=condition)
+
+
+def _annotated_version(isvc: Mapping[str, Any]) -> str | None:
+    value = (isvc["metadata"].get("annotations") or {}).get(manifests.POLICY_VERSION_ANNOTATION)
+    return None if value is None else str(value)
+
+
+def _serving(isvc: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """KServe's Ready for the InferenceService's current spec (a Ready reported for an earlier
+    generation says nothing about the version just rolled in), and its URL."""
+    status = isvc.get("status") or {}
+    condition = statuses.find_condition(status.get("conditions") or [], "Ready")
+    observed = status.get("observedGeneration")
+    current = observed is None or int(observed) >= int(isvc["metadata"].get("generation", 1))
+    ok = bool(condition and condition.get("status") == "True" and current)
+    url = status.get("url")
+    return ok, None if url is None else str(url)
+
+
+def _record(
+    client: kube.Client,
+    ref: kube.ObjectRef,
+    *,
+    status: Mapping[str, Any],
+    new: LemonPolicyStatus,
+    ready: Condition,
+) -> None:
+    body = new.model_dump(by_alias=True, mode="json", exclude_none=True)
+    body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], [ready])
+    for key in ("servedVersion", "inferenceService", "url"):
+        body.setdefault(key, None)  # clear what an earlier reconcile wrote
+    if all(status.get(key) == value for key, value in body.items()):
+        return
+    client.patch_status(kube.POLICIES, namespace=ref.namespace, name=ref.name, status=body)
+    old = statuses.find_condition(status.get("conditions") or [], "Ready")
+    if ready.status == "True" and (old or {}).get("status") != "True":
+        client.emit_event(ref, reason="Ready", message=ready.message)
