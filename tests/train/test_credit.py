@@ -1,0 +1,128 @@
+"""Counterfactual credit maths, computed by hand (CPU, no model)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lemon.spec.mutations import MutationKind, mutations
+from lemon.spec.validation import parse_spec
+from lemon_train.credit import (
+    SpanCredit,
+    credit_matrix,
+    group_advantages,
+    span_advantages,
+    span_share,
+    span_to_token_indices,
+    token_offsets,
+)
+
+
+def test_group_advantages_by_hand() -> None:
+    # group 1: rewards 1, 3 → mean 2, sample std √2 → ∓1/√2; group 2: equal → 0
+    rewards = torch.tensor([1.0, 3.0, 5.0, 5.0])
+    out = group_advantages(rewards, 2, eps=0.0)
+    assert out[:2].tolist() == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)])
+    assert group_advantages(rewards, 2)[2:].tolist() == [0.0, 0.0]
+    # centring only
+    assert group_advantages(rewards, 2, scale=False).tolist() == [-1.0, 1.0, 0.0, 0.0]
+    # groups of 4: mean 3.5, deviations -2.5, -0.5, 1.5, 1.5; var = (6.25+.25+2.25+2.25)/3
+    std = math.sqrt(11 / 3)
+    expected = [d / std for d in (-2.5, -0.5, 1.5, 1.5)]
+    assert group_advantages(rewards, 4, eps=0.0).tolist() == pytest.approx(expected)
+
+
+def test_group_advantages_match_trl() -> None:
+    from trl.trainer.utils import nanstd
+
+    rewards = torch.tensor([0.2, -1.0, 0.7, 0.7, 0.1, 0.3])
+    grouped = rewards.view(-1, 3)
+    trl = (grouped - grouped.mean(1, keepdim=True)) / (nanstd(grouped, dim=1).unsqueeze(1) + 1e-4)
+    assert group_advantages(rewards, 3).tolist() == pytest.approx(trl.reshape(-1).tolist())
+
+
+def test_group_advantages_rejects_ragged_groups() -> None:
+    with pytest.raises(ValueError, match="groups of 3"):
+        group_advantages(torch.zeros(4), 3)
+
+
+def test_token_offsets_from_incremental_decoding() -> None:
+    pieces = {1: "ab", 2: "", 3: "cde", 4: "f"}  # 2 decodes to nothing (a special token)
+
+    def decode(ids: object) -> str:
+        return "".join(pieces[i] for i in ids)  # type: ignore[attr-defined]
+
+    assert token_offsets(decode, [1, 2, 3, 4]) == [(0, 2), (2, 2), (2, 5), (5, 6)]
+    assert token_offsets(decode, []) == []
+
+
+def test_span_to_tokens_by_hand() -> None:
+    offsets = [(0, 2), (2, 2), (2, 5), (5, 6)]
+    assert span_to_token_indices((2, 5), offsets) == [2]  # the empty token never matches
+    assert span_to_token_indices((1, 3), offsets) == [0, 2]  # straddling tokens count
+    assert span_to_token_indices((6, 6), offsets) == []
+
+
+def test_credit_matrix_and_span_advantages_by_hand() -> None:
+    credits = [
+        [SpanCredit("downgrade_capacity", (1, 2), 0.5), SpanCredit("drop_dependency", (2,), -0.25)],
+        [],
+    ]
+    credit = credit_matrix(credits, 4)
+    assert credit.tolist() == [[0.0, 0.5, 0.25, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    adv = span_advantages(torch.tensor([1.0, -2.0]), credit, 2.0, mask)
+    assert adv.tolist() == [[1.0, 2.0, 1.5, 1.0], [-2.0, -2.0, -2.0, -2.0]]
+    # share: span |1.0| + |0.5| = 1.5; base |1| * 3 + |−2| * 2 = 7
+    term = adv - torch.tensor([1.0, -2.0]).unsqueeze(1)
+    assert span_share(torch.tensor([1.0, -2.0]), term, mask) == pytest.approx(1.5 / 8.5)
+
+
+def test_spans_of_real_mutations_land_on_the_field_tokens() -> None:
+    """Character spans from the parser map to exactly the tokens spelling the value."""
+    text = (
+        "agents:\n  - name: solver\n    role: math_solver\n    capacity: large\n"
+        "  - name: checker\n    role: verifier\n    capacity: small\n"
+        "    depends_on: [solver]\noutput: checker\n"
+    )
+    # a toy tokenizer: one token per whitespace-separated chunk, keeping the separators
+    import re
+
+    chunks = re.findall(r"\s*\S+", text) + ["\n"]
+    assert "".join(chunks) == text
+
+    def decode(ids: object) -> str:
+        return "".join(chunks[i] for i in ids)  # type: ignore[attr-defined]
+
+    offsets = token_offsets(decode, list(range(len(chunks))))
+    parsed = parse_spec(text)
+    found = {m.kind: m for m in mutations(parsed)}
+    tier = span_to_token_indices(found[MutationKind.DOWNGRADE_CAPACITY].span, offsets)
+    assert [chunks[i].strip() for i in tier] == ["large"]
+    edge = span_to_token_indices(found[MutationKind.DROP_DEPENDENCY].span, offsets)
+    assert [chunks[i].strip() for i in edge] == ["[solver]"]
+
+
+def test_span_advantage_moves_gradient_only_on_its_tokens() -> None:
+    """With zero global advantage, d loss / d logp is zero outside the span (TRL's loss)."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    logps = torch.randn(2, 5, requires_grad=True)
+    mask = torch.ones(2, 5)
+    credit = credit_matrix([[SpanCredit("rollback_role", (1, 3), 0.4)], []], 5)
+    advantages = span_advantages(torch.zeros(2), credit, 1.0, mask)
+    # the per-token GRPO objective at the sampling point (ratio 1, clipping inactive)
+    old = logps.detach()
+    coef_1 = torch.exp(logps - old)
+    coef_2 = torch.clamp(coef_1, 0.8, 1.2)
+    per_token = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    loss = (per_token * mask).sum() / mask.sum()  # dapo/bnpo normalisation
+    loss.backward()
+    grad = logps.grad
+    assert grad is not None
+    nonzero = {tuple(i) for i in grad.nonzero().tolist()}
+    assert nonzero == {(0, 1), (0, 3)}
+    assert grad[0, 1].item() == pytest.approx(-0.4 / 10)
+    assert GRPOTrainer is not None and GRPOConfig is not None  # the trainer this mirrors

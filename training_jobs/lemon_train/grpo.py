@@ -1,0 +1,316 @@
+"""``lemon train grpo``: counterfactual GRPO on R_orch.
+
+TRL's :class:`~trl.GRPOTrainer` samples ``group_size`` specs per task and scores them with an
+async reward function (:mod:`lemon_train.rewards`: parse, execute or simulate, R_orch). With
+counterfactual credit on, the reward function also scores up to K single-field mutants of each
+valid spec and leaves, per completion, ``Δc = R(spec) − R(mutant)`` with the token positions
+of the edited field. :class:`CounterfactualGRPOTrainer` hooks the one place where TRL has both
+the group-normalised advantages and the padded completions
+(``_generate_and_score_completions``) and replaces the ``(B,)`` advantages by ``(B, T)`` ones:
+``A_i + λ_cf · Σ Δc`` on the span tokens (:mod:`lemon_train.credit`). TRL's ``_compute_loss``
+takes 2-D advantages as they are (tested with trl 1.16), and importance sampling stays at token
+level (``importance_sampling_level="token"``), so each token's ratio meets its own advantage.
+
+Batch sizes: ``per_device_batch_size`` counts *tasks* per device step; TRL's batch is
+``per_device_batch_size × group_size`` completions.
+
+Data: ``synthetic:<N>`` (the simulator, :mod:`lemon.training.synthetic`: closed-form R_orch,
+short prompts) or JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
+:func:`lemon.policy.prompt.policy_messages`, executed on ``profile``'s backends).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from lemon.training.config import TrainingConfig
+from lemon.training.synthetic import make_tasks, parse_synthetic_data, synthetic_messages
+from lemon_train.common import (
+    AtomicCheckpointMixin,
+    MetricsCallback,
+    TrainingError,
+    checkpoints_dir,
+    init_from_env,
+    latest_checkpoint,
+    load_model_and_tokenizer,
+    parent_of,
+    publish_version,
+    staging_dir,
+)
+from lemon_train.credit import credit_matrix, span_advantages, span_share
+from lemon_train.distributed import barrier
+from lemon_train.rewards import EngineReward, SpecReward, SyntheticReward
+
+__all__ = [
+    "CounterfactualGRPOTrainer",
+    "build_trainer",
+    "grpo_arguments",
+    "load_tasks",
+    "run",
+]
+
+
+class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
+    """GRPOTrainer whose advantages carry counterfactual span credit, ``(B, T)``.
+
+    ``spec_reward`` must be one of the trainer's reward functions; after each generation batch
+    its pending span credits are turned into per-token advantages. With ``lambda_cf == 0`` or
+    no credits the advantages stay TRL's own ``(B,)`` tensor.
+    """
+
+    def __init__(self, *args: Any, spec_reward: SpecReward, lambda_cf: float, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.spec_reward = spec_reward
+        self.lambda_cf = lambda_cf
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        advantages: torch.Tensor = output["advantages"]
+        mask: torch.Tensor = output["completion_mask"]
+        credits = self.spec_reward.take_pending(advantages.shape[0])
+        mode = "train" if self.model.training else "eval"
+        if self.lambda_cf == 0 or not any(credits):
+            self._metrics[mode]["cf/span_share"].append(0.0)
+            return output
+        credit = credit_matrix(credits, mask.shape[1]).to(advantages.device)
+        combined = span_advantages(advantages, credit, self.lambda_cf, mask)
+        share = span_share(advantages, combined - advantages.unsqueeze(1), mask)
+        self._metrics[mode]["cf/span_share"].append(share)
+        self._metrics[mode]["cf/span_tokens"].append(float((credit != 0).sum()))
+        output["advantages"] = combined
+        return output
+
+
+def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
+    """The GRPO dataset rows and whether they are the simulator's (located errors otherwise)."""
+    try:
+        count = parse_synthetic_data(config.data)
+    except ValueError as exc:
+        raise TrainingError(f"data: {exc}") from None
+    if count is not None:
+        rows = [
+            {
+                "prompt": synthetic_messages(task),
+                "task": task.text,
+                "id": task.id,
+                "domain": task.domain.value,
+                "difficulty": task.difficulty.value,
+                "tricky": task.tricky,
+                "strict": task.strict,
+            }
+            for task in make_tasks(count, seed=config.hyperparameters.seed)
+        ]
+        return rows, True
+    from lemon.policy.prompt import policy_messages
+
+    path = Path(config.data)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TrainingError(f"data: {path}: cannot read: {exc.strerror or exc}") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TrainingError(f"{where}:{exc.colno}: not JSON: {exc.msg}") from None
+        if not isinstance(row, dict) or not isinstance(row.get("task"), str):
+            raise TrainingError(f"{where}: a task row is an object with a string 'task'")
+        rows.append(
+            {
+                "prompt": policy_messages(row["task"]),
+                "task": row["task"],
+                "answer": None if row.get("answer") is None else str(row["answer"]),
+                "benchmark": str(row.get("benchmark", "")),
+                "id": str(row.get("id", f"{path.name}:{number}")),
+            }
+        )
+    if not rows:
+        raise TrainingError(f"data: {path}: no task rows")
+    return rows, False
+
+
+def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
+    hp = config.hyperparameters
+    cuda = torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(checkpoints_dir(config)),
+        max_steps=hp.max_steps if hp.max_steps is not None else -1,
+        num_train_epochs=hp.epochs,
+        per_device_train_batch_size=hp.per_device_batch_size * hp.group_size,
+        gradient_accumulation_steps=hp.gradient_accumulation_steps,
+        learning_rate=hp.learning_rate,
+        warmup_steps=hp.warmup_ratio,
+        weight_decay=hp.weight_decay,
+        seed=hp.seed,
+        num_generations=hp.group_size,
+        max_completion_length=hp.max_completion_length,
+        temperature=hp.temperature,
+        beta=hp.beta,
+        loss_type=hp.loss_type,
+        importance_sampling_level="token",
+        scale_rewards="group",
+        save_strategy="steps",
+        save_steps=hp.save_steps,
+        save_total_limit=2,
+        logging_steps=hp.logging_steps,
+        logging_first_step=True,
+        use_cpu=not cuda,
+        bf16=cuda,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,
+    )
+
+
+def make_reward(config: TrainingConfig, tokenizer: Any, *, synthetic: bool) -> SpecReward:
+    def decode(ids: Any) -> str:
+        text: str = tokenizer.decode(list(ids), skip_special_tokens=True)
+        return text
+
+    common: dict[str, Any] = {
+        "rewards": config.rewards,
+        "counterfactual": config.counterfactual,
+        "seed": config.hyperparameters.seed,
+    }
+    if synthetic:
+        return SyntheticReward(decode, **common)
+    return EngineReward(
+        decode, profile=config.profile, profiles_file=config.profiles_file, **common
+    )
+
+
+def build_trainer(
+    config: TrainingConfig,
+    *,
+    metrics_path: Path | None = None,
+    is_main: bool = True,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> tuple[CounterfactualGRPOTrainer, MetricsCallback, Any]:
+    """The configured trainer, its metrics callback and the tokenizer; nothing trained yet.
+
+    ``model``/``tokenizer`` may be passed in (benchmarks reuse one loaded model).
+    """
+    from datasets import Dataset
+
+    rows, synthetic = load_tasks(config)
+    if model is None or tokenizer is None:
+        model, tokenizer = load_model_and_tokenizer(config.base_model)
+    peft_config = None
+    if config.lora is not None:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=config.lora.r,
+            lora_alpha=config.lora.alpha,
+            lora_dropout=config.lora.dropout,
+            target_modules=config.lora.target_modules,
+            task_type="CAUSAL_LM",
+        )
+    reward = make_reward(config, tokenizer, synthetic=synthetic)
+    cf = config.counterfactual
+    metrics = MetricsCallback(
+        metrics_path or staging_dir(config) / config.metrics_file, is_main=is_main
+    )
+    trainer = CounterfactualGRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=grpo_arguments(config),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[metrics],
+        spec_reward=reward,
+        lambda_cf=cf.lambda_cf if cf.enabled else 0.0,
+    )
+    return trainer, metrics, tokenizer
+
+
+def summarise(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The version's metrics: last-step values and means over the run of the key figures."""
+    keys = ("reward", "validity", "worker_tokens", "cf/delta_mean", "cf/span_share")
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [row[key] for row in history if isinstance(row.get(key), (int, float))]
+        if values:
+            out[f"{key}_mean"] = statistics.fmean(values)
+            out[f"{key}_last"] = values[-1]
+    return out
+
+
+def run(config: TrainingConfig) -> Path:
+    """Train, publish the version at ``config.output_dir`` (rank 0) and return its path."""
+    if config.stage != "grpo":
+        raise TrainingError(f"stage: {config.stage!r}: `lemon train grpo` needs stage: grpo")
+    info = init_from_env()
+    staging = staging_dir(config)
+    resume = latest_checkpoint(config)
+    metrics_path = staging / config.metrics_file
+    if info.is_main:
+        if resume is None:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not config.resume:
+                shutil.rmtree(checkpoints_dir(config), ignore_errors=True)
+        else:  # steps logged after the checkpoint will be logged again
+            _truncate_metrics(metrics_path, int(resume.name.rsplit("-", 1)[1]))
+        staging.mkdir(parents=True, exist_ok=True)
+    barrier()
+    trainer, metrics, tokenizer = build_trainer(
+        config, metrics_path=metrics_path, is_main=info.is_main
+    )
+    try:
+        output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    finally:
+        closer = getattr(trainer.spec_reward, "aclose", None)
+        if closer is not None:
+            import asyncio
+
+            asyncio.run(closer())
+    final = Path(config.output_dir).resolve()
+    if info.is_main:
+        model: Any = trainer.model
+        if config.lora is not None and config.lora.merge:
+            model = model.merge_and_unload()
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        summary = {
+            **summarise(metrics.history),
+            "steps": trainer.state.global_step,
+            "counterfactual": config.counterfactual.enabled,
+            "lambda_cf": config.counterfactual.lambda_cf,
+            "kinds": [kind.value for kind in config.counterfactual.kinds],
+            "loss_type": config.hyperparameters.loss_type,
+            "resumed_from_step": int(resume.name.rsplit("-", 1)[1]) if resume else None,
+            "runtime_s": output.metrics.get("train_runtime"),
+        }
+        publish_version(
+            staging, config, stage="grpo", metrics=summary, parent=parent_of(config.base_model)
+        )
+    barrier()
+    return final
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics logged up to ``step`` (the checkpoint a resumed run starts from)."""
+    if not path.is_file():
+        return
+    kept = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line).get("step", 0) <= step
+    ]
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    temp.replace(path)

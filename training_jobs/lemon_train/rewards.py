@@ -1,0 +1,327 @@
+"""R_orch as GRPO reward functions, with counterfactual span credit as a side output.
+
+A reward function here is an async callable TRL's ``GRPOTrainer`` awaits once per generation
+batch. For each completion it:
+
+1. decodes the completion's own token ids (and their character offsets, :mod:`.credit`);
+2. parses it with :func:`lemon.spec.validation.parse_spec`; invalid → ``invalid_reward``;
+3. scores the valid spec: :class:`SyntheticReward` in closed form (the simulator,
+   :mod:`lemon.training.synthetic`), :class:`EngineReward` by executing it with the configured
+   profile's backends and one shared :class:`~lemon.engine.executor.CallCache`;
+4. when counterfactual credit is on, scores up to K single-field mutants of the enabled kinds
+   (with the same cache, so only the agents whose inputs changed re-run) and records
+   ``Δc = R(spec) − R(mutant)`` on the token positions of the edited field.
+
+The credits of the last call wait in :attr:`SpecReward.pending` for the trainer
+(:class:`lemon_train.grpo.CounterfactualGRPOTrainer`), which adds ``λ_cf · Δc`` to those tokens'
+advantages. Per-batch metrics (validity, worker tokens, Δc statistics, reward vs optimum) go
+through TRL's ``log_metric``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lemon.reward import Outcome, RewardConfig, orchestration_reward
+from lemon.spec.errors import SpecError
+from lemon.spec.mutations import Mutation, mutations
+from lemon.spec.spans import span_to_token_indices
+from lemon.spec.validation import ParsedSpec, parse_spec
+from lemon.training.config import CounterfactualConfig
+from lemon.training.synthetic import SyntheticTask, evaluate, optimal
+from lemon_train.credit import SpanCredit, token_offsets
+
+__all__ = ["BatchStats", "EngineReward", "SpecReward", "SyntheticReward"]
+
+Decode = Callable[[Sequence[int]], str]
+
+
+@dataclass(slots=True)
+class BatchStats:
+    """What one reward call saw (also the source of the per-step metrics)."""
+
+    rewards: list[float] = field(default_factory=list)
+    valid: list[bool] = field(default_factory=list)
+    worker_tokens: list[int] = field(default_factory=list)
+    deltas: list[float] = field(default_factory=list)
+    deltas_by_kind: dict[str, list[float]] = field(default_factory=dict)
+    optimum_ratio: list[float] = field(default_factory=list)
+    mutant_runs: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        out = {
+            "reward_mean": statistics.fmean(self.rewards) if self.rewards else 0.0,
+            "validity": statistics.fmean(map(float, self.valid)) if self.valid else 0.0,
+            "worker_tokens": statistics.fmean(self.worker_tokens) if self.worker_tokens else 0.0,
+            "cf/mutants": float(self.mutant_runs),
+        }
+        if self.deltas:
+            out["cf/delta_mean"] = statistics.fmean(self.deltas)
+            out["cf/delta_abs_mean"] = statistics.fmean(map(abs, self.deltas))
+            out["cf/delta_max"] = max(self.deltas)
+            out["cf/delta_min"] = min(self.deltas)
+            for kind, values in sorted(self.deltas_by_kind.items()):
+                out[f"cf/delta_{kind}"] = statistics.fmean(values)
+        if self.optimum_ratio:
+            out["optimum_ratio"] = statistics.fmean(self.optimum_ratio)
+        return out
+
+
+class SpecReward:
+    """Base class: parse, score, mutate, and keep the span credits for the trainer."""
+
+    __name__ = "r_orch"
+
+    def __init__(
+        self,
+        decode: Decode,
+        *,
+        rewards: RewardConfig,
+        counterfactual: CounterfactualConfig,
+        seed: int = 0,
+    ) -> None:
+        self.decode = decode
+        self.rewards = rewards
+        self.counterfactual = counterfactual
+        self.rng = random.Random(seed)
+        self.pending: list[list[SpanCredit]] | None = None
+        self.last: BatchStats = BatchStats()
+
+    # -- what subclasses provide ------------------------------------------------------------
+    async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
+        raise NotImplementedError
+
+    async def score_mutant(
+        self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
+    ) -> Outcome:
+        raise NotImplementedError
+
+    def optimum(self, row: Mapping[str, Any]) -> float | None:
+        """The task's optimal reward when known (the simulator), else None."""
+        return None
+
+    # -- the reward function ----------------------------------------------------------------
+    def _reward(self, outcome: Outcome) -> float:
+        return orchestration_reward(
+            outcome.success,
+            worker_tokens=outcome.worker_tokens,
+            agents=outcome.agents,
+            edges=outcome.edges,
+            valid=outcome.valid,
+            config=self.rewards,
+        )
+
+    def _pick(self, parsed: ParsedSpec) -> list[Mutation]:
+        found = mutations(parsed, kinds=self.counterfactual.kinds)
+        if len(found) > self.counterfactual.max_mutants:
+            found = sorted(self.rng.sample(found, self.counterfactual.max_mutants), key=_span)
+        return found
+
+    async def _one(
+        self, index: int, ids: Sequence[int], row: Mapping[str, Any], stats: BatchStats
+    ) -> tuple[float, list[SpanCredit]]:
+        text = self.decode(ids)
+        try:
+            parsed = parse_spec(text, source=f"<completion {index}>")
+        except SpecError:
+            stats.valid[index] = False
+            best = self.optimum(row)
+            if best:
+                stats.optimum_ratio.append(self.rewards.invalid_reward / best)
+            return self.rewards.invalid_reward, []
+        outcome = await self.score(index, parsed, row)
+        reward = self._reward(outcome)
+        stats.worker_tokens.append(outcome.worker_tokens)
+        best = self.optimum(row)
+        if best:
+            stats.optimum_ratio.append(reward / best)
+        if not (self.counterfactual.enabled and outcome.valid):
+            return reward, []
+        chosen = self._pick(parsed)
+        if not chosen:
+            return reward, []
+        offsets = token_offsets(self.decode, ids)
+        outcomes = await asyncio.gather(*(self.score_mutant(index, m, parsed, row) for m in chosen))
+        credits = []
+        for mutation, mutant in zip(chosen, outcomes, strict=True):
+            delta = reward - self._reward(mutant)
+            stats.mutant_runs += 1
+            stats.deltas.append(delta)
+            stats.deltas_by_kind.setdefault(mutation.kind.value, []).append(delta)
+            tokens = tuple(span_to_token_indices(mutation.span, offsets))
+            credits.append(SpanCredit(mutation.kind.value, tokens, delta))
+        return reward, credits
+
+    async def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]],
+        **kwargs: Any,
+    ) -> list[float]:
+        count = len(completion_ids)
+        rows = [
+            {key: value[i] for key, value in kwargs.items() if isinstance(value, list)}
+            for i in range(count)
+        ]
+        stats = BatchStats(valid=[True] * count)
+        results = await asyncio.gather(
+            *(self._one(i, ids, rows[i], stats) for i, ids in enumerate(completion_ids))
+        )
+        rewards = [reward for reward, _ in results]
+        stats.rewards = rewards
+        self.pending = [credits for _, credits in results]
+        self.last = stats
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            for name, value in stats.metrics().items():
+                if name != "reward_mean":
+                    log_metric(name, value)
+        return rewards
+
+    def take_pending(self, count: int) -> list[list[SpanCredit]]:
+        """The credits of the last call (``count`` rows; none when credit is off)."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return [[] for _ in range(count)]
+        if len(pending) != count:
+            raise RuntimeError(
+                f"reward function scored {len(pending)} completions, the batch has {count}"
+            )
+        return pending
+
+
+def _span(mutation: Mutation) -> tuple[int, int]:
+    return mutation.span
+
+
+def task_from_row(row: Mapping[str, Any]) -> SyntheticTask:
+    """The simulator task a dataset row describes (columns written by ``synthetic_dataset``)."""
+    from lemon.spec.models import Capacity
+    from lemon.training.synthetic import Domain
+
+    try:
+        return SyntheticTask(
+            id=str(row["id"]),
+            domain=Domain(row["domain"]),
+            difficulty=Capacity(row["difficulty"]),
+            tricky=bool(row["tricky"]),
+            strict=bool(row["strict"]),
+            text=str(row["task"]),
+        )
+    except KeyError as exc:
+        raise ValueError(f"synthetic row lacks column {exc.args[0]!r}: {dict(row)!r}") from None
+
+
+class SyntheticReward(SpecReward):
+    """R_orch in closed form from the simulator (no execution; mutants cost nothing)."""
+
+    async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
+        result = evaluate(parsed.spec, parsed.output, task_from_row(row), config=self.rewards)
+        return Outcome(
+            success=result.success,
+            worker_tokens=result.worker_tokens,
+            agents=result.agents,
+            edges=result.edges,
+        )
+
+    async def score_mutant(
+        self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
+    ) -> Outcome:
+        output = mutation.spec.output or parsed.output
+        result = evaluate(mutation.spec, output, task_from_row(row), config=self.rewards)
+        return Outcome(
+            success=result.success,
+            worker_tokens=result.worker_tokens,
+            agents=result.agents,
+            edges=result.edges,
+        )
+
+    def optimum(self, row: Mapping[str, Any]) -> float | None:
+        return optimal(task_from_row(row), config=self.rewards)[1]
+
+
+def answer_success(answer: str | None, gold: Any) -> float:
+    """1.0 when the run's answer matches the gold answer (a number, or a letter A-E)."""
+    from lemon.scoring import extract_letter, extract_number, numbers_equal
+
+    if answer is None or gold is None:
+        return 0.0
+    gold_text = str(gold).strip()
+    if len(gold_text) == 1 and gold_text.upper() in "ABCDE":
+        return float(extract_letter(answer) == gold_text.upper())
+    try:
+        value = float(gold_text.replace(",", ""))
+    except ValueError:
+        return float(answer.strip() == gold_text)
+    number = extract_number(answer)
+    return float(number is not None and numbers_equal(number.value, value))
+
+
+class EngineReward(SpecReward):
+    """R_orch by executing each spec on the profile's backends (one shared reuse cache)."""
+
+    def __init__(
+        self,
+        decode: Decode,
+        *,
+        rewards: RewardConfig,
+        counterfactual: CounterfactualConfig,
+        profile: str,
+        profiles_file: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(decode, rewards=rewards, counterfactual=counterfactual, seed=seed)
+        from lemon.engine.executor import CallCache
+        from lemon.profiles import resolve_profile
+
+        self.profile = resolve_profile(profile, files=[profiles_file] if profiles_file else [])
+        self.cache = CallCache()
+        self._backends: Any = None
+
+    def _get_backends(self) -> Any:
+        if self._backends is None:
+            from lemon.profiles import build_backends
+
+            self._backends = build_backends(self.profile)
+        return self._backends
+
+    async def _run(self, spec: Any, output: str, row: Mapping[str, Any]) -> Outcome:
+        from lemon.engine.executor import execute
+
+        task = str(row.get("task", ""))
+        result = await execute(
+            spec,
+            task=task,
+            backends=self._get_backends(),
+            output=output,
+            cache=self.cache,
+            profile=self.profile.name,
+        )
+        return Outcome(
+            valid=True,
+            success=answer_success(result.answer, row.get("answer")),
+            worker_tokens=result.prompt_tokens + result.completion_tokens,
+            agents=len(spec.agents),
+            edges=sum(len(a.depends_on) for a in spec.agents),
+        )
+
+    async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
+        return await self._run(parsed.spec, parsed.output, row)
+
+    async def score_mutant(
+        self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
+    ) -> Outcome:
+        return await self._run(mutation.spec, mutation.spec.output or parsed.output, row)
+
+    async def aclose(self) -> None:
+        if self._backends is not None:
+            from lemon.profiles import close_backends
+
+            await close_backends(self._backends)
+            self._backends = None
