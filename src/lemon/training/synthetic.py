@@ -185,7 +185,7 @@ def evaluate(
     *,
     config: RewardConfig = DEFAULT_CONFIG,
 ) -> Evaluation:
-    """R_orch of a valid ``spec`` (with its resolved ``output`` agent) on ``task``, in closed form."""
+    """R_orch of a valid ``spec`` (``output``: its resolved output agent) on ``task``."""
     solver, checked = _solver(spec, output, task.solver_role)
     success = 0.0
     if solver is not None:
