@@ -259,15 +259,18 @@ def build_pytorch_job(
     ``cleanPodPolicy: None`` keeps finished pods, so the Master's termination message (the
     run's result.json) is still there when the operator reads it.
     """
-    template = _pod_template(training, spec)
     replica_specs: dict[str, Any] = {
-        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}
+        "Master": {
+            "replicas": 1,
+            "restartPolicy": "OnFailure",
+            "template": _pod_template(training, spec),
+        }
     }
     if spec.replicas > 1:
         replica_specs["Worker"] = {
             "replicas": spec.replicas - 1,
             "restartPolicy": "OnFailure",
-            "template": template,
+            "template": _pod_template(training, spec),
         }
     run_policy: dict[str, Any] = {"cleanPodPolicy": "None", "backoffLimit": spec.backoff_limit}
     if spec.active_deadline_seconds is not None:
