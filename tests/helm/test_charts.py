@@ -39,6 +39,7 @@ from tests.helm.charts import (
 from tests.k8s.controlplane import KUBE_VERSION
 
 VALIDATE_VERSION = KUBE_VERSION.lstrip("v")
+WITH_SERVICE = [path for path in VALUES if "operator-only" not in path.name]
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -313,3 +314,36 @@ def test_the_chart_passes_flags_its_programs_accept() -> None:
                 assert re.search(rf"(^|[\s,]){re.escape(flag)}\b", helps[program]), (
                     f"{' '.join(program)} has no {flag}"
                 )
+
+
+@pytest.mark.parametrize("values", WITH_SERVICE, ids=_ids(WITH_SERVICE))
+def test_service_profile_resolves_as_lemon_serve_would(
+    values: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profile the service Deployment names resolves with the core's resolver, from the
+    environment and the profiles ConfigMap the chart gives the pod: every tier has a backend."""
+    from lemon.profiles import resolve_profile
+
+    objects = render(APP, [values])
+    (container,) = _containers(one(objects, "Deployment", "r-lemon-service"))
+    args = dict(arg.split("=", 1) for arg in container["args"])
+    files = []
+    if "--profiles" in args:
+        (config_map,) = by_kind(objects, "ConfigMap")
+        path = tmp_path / "profiles.yaml"
+        path.write_text(config_map["data"]["profiles.yaml"], encoding="utf-8")
+        files.append(path)
+        assert args["--profiles"] == "/etc/lemon/profiles/profiles.yaml"
+    for variable in (
+        "LEMON_PROFILES",
+        *(f"LEMON_{t}_{k}" for t in ("SMALL", "MEDIUM", "LARGE") for k in ("URL", "MODEL")),
+    ):
+        monkeypatch.delenv(variable, raising=False)
+    for item in container["env"]:
+        if "value" in item:
+            monkeypatch.setenv(item["name"], item["value"])
+    profile = resolve_profile(args["--profile"], files=files)
+    assert {tier.value for tier in profile.tiers} == {"small", "medium", "large"}
+    for backend in profile.tiers.values():
+        assert backend.type == "openai"
+        assert backend.url
