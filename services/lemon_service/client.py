@@ -65,7 +65,7 @@ class LemonClient:
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config or ClientConfig()
         self._channel = self.config.channel()
-        self._stub = pb_grpc.OrchestratorStub(self._channel)
+        self._stub = pb_grpc.OrchestratorStub(self._channel)  # type: ignore[no-untyped-call]
         self._health = health_pb2_grpc.HealthStub(self._channel)
         token = self.config.token
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()

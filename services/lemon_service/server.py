@@ -68,7 +68,8 @@ class Server:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_OrchestratorServicer_to_server(OrchestratorServicer(self.engine), self.grpc)
+        servicer = OrchestratorServicer(self.engine)
+        pb_grpc.add_OrchestratorServicer_to_server(servicer, self.grpc)  # type: ignore[no-untyped-call]
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
