@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +54,7 @@ __all__ = [
     "load_tokenizer",
     "parent_of",
     "publish_version",
+    "quiet_stdout",
     "resolve_base",
     "staging_dir",
     "tiny_test_model",
@@ -310,12 +312,17 @@ class MetricsCallback(TrainerCallback):
     """Append every logged step to a JSONL file (rank 0 only) and keep the last values.
 
     Each line is ``{"step", "epoch", ...the trainer's logs...}`` (loss, learning_rate,
-    num_tokens, grad_norm for SFT; the GRPO trainer adds its own keys).
+    num_tokens, grad_norm for SFT; the GRPO trainer adds its own keys). With ``echo`` the row
+    is also printed to stderr; remove the trainer's own ``PrinterCallback``, which prints to
+    stdout (:func:`quiet_stdout`).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, is_main: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, is_main: bool = True, echo: bool = True
+    ) -> None:
         self.path = Path(path)
         self.is_main = is_main
+        self.echo = echo
         self.last: dict[str, Any] = {}
         self.history: list[dict[str, Any]] = []
 
@@ -332,6 +339,21 @@ class MetricsCallback(TrainerCallback):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
+        if self.echo:  # progress goes to stderr: stdout carries only the version's path
+            shown = {key: _short(value) for key, value in row.items() if value is not None}
+            print(json.dumps(shown), file=sys.stderr, flush=True)
+
+
+def _short(value: Any) -> Any:
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+def quiet_stdout(trainer: Any) -> None:
+    """Drop the HF printer/progress callbacks so stdout carries only what the CLI prints."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
 
 
 def _jsonable(logs: dict[str, Any]) -> dict[str, Any]:

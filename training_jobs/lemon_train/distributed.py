@@ -59,9 +59,13 @@ def current() -> DistInfo:
 def init_from_env() -> DistInfo:
     """Join the process group when ``WORLD_SIZE > 1`` (nccl on CUDA, gloo on CPU); idempotent.
 
-    With ``WORLD_SIZE`` unset or 1 nothing is initialised: a plain local run.
+    With ``WORLD_SIZE`` unset or 1 nothing is initialised: a plain local run. ``LOCAL_RANK`` is
+    then removed from the environment, because accelerate (under the HF Trainer) takes any
+    ``LOCAL_RANK`` as a multi-process launch and wants ``MASTER_ADDR`` even for one process.
     """
     info = current()
+    if not info.distributed:
+        os.environ.pop("LOCAL_RANK", None)
     if info.distributed and not dist.is_initialized():
         for name in ("MASTER_ADDR", "MASTER_PORT"):
             if not os.environ.get(name):

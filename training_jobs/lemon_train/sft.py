@@ -30,6 +30,7 @@ from lemon_train.common import (
     load_model_and_tokenizer,
     parent_of,
     publish_version,
+    quiet_stdout,
     staging_dir,
 )
 from lemon_train.distributed import barrier
@@ -179,6 +180,7 @@ def build_trainer(
         peft_config=peft_config,
         callbacks=[metrics],
     )
+    quiet_stdout(trainer)
     return trainer, metrics, tokenizer
 
 

@@ -1,0 +1,183 @@
+"""SFT on a tiny real model: completion-only loss, a real `lemon train sft` subprocess, resume
+after a kill, LoRA, and the published version loading back."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.train.conftest import WriteConfig, run_train, start_train, train_env
+
+pytestmark = pytest.mark.model
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from lemon.policy.version import read_policy  # noqa: E402
+from lemon.training.config import load_config  # noqa: E402
+from lemon_train.common import load_model_and_tokenizer  # noqa: E402
+from lemon_train.sft import build_trainer, run  # noqa: E402
+
+COMPLETE = ("model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
+
+
+def _metrics(version: Path) -> list[dict[str, object]]:
+    lines = (version / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_loss_is_on_completion_tokens_only(write_config: WriteConfig, tmp_path: Path) -> None:
+    config = load_config(write_config())
+    trainer, _, tokenizer = build_trainer(config, metrics_path=tmp_path / "m.jsonl")
+    dataset = trainer.train_dataset
+    assert dataset is not None
+    for example in dataset:
+        ids, labels = example["input_ids"], example["labels"]
+        start = next(i for i, label in enumerate(labels) if label != -100)
+        assert all(label == -100 for label in labels[:start])
+        assert labels[start:] == ids[start:]
+        # the prompt ends with the assistant header; the loss covers the YAML and the stop token
+        assert tokenizer.decode(ids[:start]).endswith("<|im_start|>assistant\n")
+        completion = example["completion"][0]["content"]
+        assert tokenizer.decode(ids[start:]) == completion + "<|im_end|>\n"
+
+    batch = trainer.data_collator([dataset[0], dataset[1]])
+    model = trainer.model
+    model.eval()
+    with torch.no_grad():
+        loss = trainer.compute_loss(model, dict(batch))
+        logits = model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+        ).logits.float()
+    shifted, targets = logits[:, :-1], batch["labels"][:, 1:]
+    completion_only = torch.nn.functional.cross_entropy(
+        shifted.reshape(-1, shifted.size(-1)), targets.reshape(-1), ignore_index=-100
+    )
+    every_token = batch["input_ids"][:, 1:].masked_fill(batch["attention_mask"][:, 1:] == 0, -100)
+    whole_sequence = torch.nn.functional.cross_entropy(
+        shifted.reshape(-1, shifted.size(-1)), every_token.reshape(-1), ignore_index=-100
+    )
+    assert loss.item() == pytest.approx(completion_only.item(), rel=1e-4)
+    assert abs(loss.item() - whole_sequence.item()) > 1e-3
+
+
+def test_lemon_train_sft_publishes_a_version(
+    write_config: WriteConfig, tmp_path: Path, tiny_model: Path
+) -> None:
+    config_path = write_config()
+    (tmp_path / "termination-log").write_text("")
+    out = tmp_path / "elsewhere" / "v2"
+    result = run_train(
+        "sft",
+        "--config",
+        str(config_path),
+        "--output-dir",
+        str(out),
+        "--max-steps",
+        "3",
+        env=train_env(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == str(out)
+    meta = read_policy(out)
+    assert (meta.stage, meta.adapter, meta.base_model) == ("sft", False, str(tiny_model))
+    assert meta.data_sha256 is not None
+    assert len(meta.data_sha256) == 64
+    assert meta.metrics["steps"] == 3
+    rows = _metrics(out)
+    losses = [row for row in rows if "loss" in row]
+    assert [row["step"] for row in losses] == [1, 2, 3]
+    assert all(row["num_tokens"] > 0 and row["learning_rate"] > 0 for row in losses)
+    result_json = json.loads((out / "result.json").read_text())
+    assert result_json["policy"] == str(out)
+    assert result_json["stage"] == "sft"
+    assert json.loads((tmp_path / "termination-log").read_text()) == result_json
+    assert not out.with_name("v2.partial").exists()
+    assert sorted(p.name for p in out.with_name("v2.checkpoints").glob("checkpoint-*")) == [
+        "checkpoint-2",
+        "checkpoint-3",
+    ]
+
+    trained, _ = load_model_and_tokenizer(str(out))
+    base, _ = load_model_and_tokenizer(str(tiny_model))
+    changed = [
+        name
+        for (name, a), (_, b) in zip(
+            trained.state_dict().items(), base.state_dict().items(), strict=True
+        )
+        if not torch.equal(a, b)
+    ]
+    assert changed  # the published weights are the trained ones
+
+
+def test_resume_after_kill(write_config: WriteConfig, tmp_path: Path) -> None:
+    config_path = write_config(hyperparameters={"max_steps": 6, "save_steps": 1})
+    out = tmp_path / "policy" / "v1"
+    checkpoints = out.with_name("v1.checkpoints")
+    process = start_train("sft", "--config", str(config_path))
+    seen: set[str] = set()
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and process.poll() is None:
+            for folder in checkpoints.glob("checkpoint-*"):
+                # every checkpoint that is visible at all is complete (they appear by rename)
+                if folder.name not in seen:
+                    assert all((folder / name).is_file() for name in COMPLETE), folder
+                    seen.add(folder.name)
+            if "checkpoint-2" in seen:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.communicate()
+    assert "checkpoint-2" in seen
+    assert not out.exists()
+
+    result = run_train("sft", "--config", str(config_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    meta = read_policy(out)
+    resumed = meta.metrics["resumed_from_step"]
+    assert isinstance(resumed, int)
+    assert resumed >= 2
+    assert meta.metrics["steps"] == 6
+    steps = [row["step"] for row in _metrics(out) if "loss" in row]
+    assert steps == [1, 2, 3, 4, 5, 6]  # nothing logged twice, nothing missing
+    state = json.loads((checkpoints / "checkpoint-6" / "trainer_state.json").read_text())
+    assert state["global_step"] == 6
+
+
+def test_lora_adapter_version(write_config: WriteConfig, tmp_path: Path, tiny_model: Path) -> None:
+    lora = {"r": 4, "alpha": 8, "merge": False, "target_modules": ["q_proj", "v_proj"]}
+    config = load_config(write_config(lora=lora, hyperparameters={"max_steps": 2, "save_steps": 5}))
+    version = run(config)
+    meta = read_policy(version)
+    assert meta.adapter
+    assert (version / "adapter_config.json").is_file()
+    assert not (version / "model.safetensors").exists()
+    adapter_config = json.loads((version / "adapter_config.json").read_text())
+    assert adapter_config["r"] == 4
+    assert sorted(adapter_config["target_modules"]) == ["q_proj", "v_proj"]
+
+    merged, tokenizer = load_model_and_tokenizer(str(version))
+    base, _ = load_model_and_tokenizer(str(tiny_model))
+    assert type(merged).__name__ == "LlamaForCausalLM"
+    weights, original = merged.state_dict(), base.state_dict()
+    differ = {name for name in weights if not torch.equal(weights[name], original[name])}
+    assert differ
+    assert all("q_proj" in name or "v_proj" in name for name in differ)
+    assert tokenizer.chat_template
+
+
+def test_python_m_entry_point_matches_cli(write_config: WriteConfig, tmp_path: Path) -> None:
+    config_path = write_config(hyperparameters={"max_steps": 1, "save_steps": 5})
+    process = start_train("sft", "--config", str(config_path))
+    output, _ = process.communicate(timeout=400)
+    assert process.returncode == 0, output[-3000:]
+    assert output.strip().splitlines()[-1] == str(tmp_path / "policy" / "v1")
+    assert read_policy(tmp_path / "policy" / "v1").stage == "sft"
