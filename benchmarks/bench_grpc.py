@@ -1,0 +1,271 @@
+"""gRPC service load: 64 concurrent clients against a real ``lemon serve`` process.
+
+The server runs the scripted backend (a test double, not a model) with a fixed latency L per
+call, so the engine's own wall time per run is known and returned in every response
+(``wall_s``). The service's overhead for a request is its end-to-end latency at the client
+minus that engine wall time: serialization, HTTP/2, admission, conversion, the asyncio hops.
+
+Reported: ``rps`` (requests answered per second), ``p50_ms``/``p99_ms`` (the overhead),
+end-to-end latency percentiles, ``lost`` (request ids never answered) and ``duplicated``
+(ids answered more than once, or answered with another id). A one-client phase first gives
+the overhead without queueing (``one_client_p50_ms``). Side by side: the same runs called
+in-process through ``run_task`` at the same concurrency (no gRPC: ``engine_only_rps``), and
+ghz (a generic load tool built through the Go module proxy) against the same server.
+
+Run: ``lemon bench grpc --json`` (``--out FILE`` also writes the JSON object to FILE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the ghz build helper lives with the service tests
+    sys.path.insert(0, str(ROOT))
+
+from tests.service.tools import ensure_tool  # noqa: E402
+
+TASK = "Natalia sold 48 clips in April and half as many in May. How many clips in total?"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _profile_file(directory: Path, latency: float) -> Path:
+    tier = {"type": "scripted", "scripted": {"latency_s": latency}, "max_concurrency": 1024}
+    profile = {"name": "bench", "tiers": dict.fromkeys(("small", "medium", "large"), tier)}
+    path = directory / "profiles.yaml"
+    path.write_text(json.dumps({"profiles": [profile]}))  # JSON is YAML
+    return path
+
+
+class _Server:
+    def __init__(self, profiles: Path, *, concurrency: int) -> None:
+        self.port = _free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        lemon = Path(sys.executable).with_name("lemon")
+        self.process = subprocess.Popen(
+            [
+                *(str(lemon), "serve", "--port", str(self.port), "--profile", "bench"),
+                *("--profiles", str(profiles), "--max-concurrency", str(concurrency)),
+                *("--max-waiting", str(concurrency)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        from lemon_service.client import ClientConfig, LemonClient
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"lemon serve exited: {self.process.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                async with LemonClient(ClientConfig(target=self.target)) as client:
+                    if await client.health(timeout=2) == "SERVING":
+                        return
+            except Exception:
+                await asyncio.sleep(0.2)
+        raise RuntimeError("lemon serve did not become ready")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+async def _load(target: str, *, clients: int, per_client: int) -> dict[str, Any]:
+    """``clients`` clients (one channel each) send ``per_client`` requests each, back to back."""
+    from lemon_service.client import ClientConfig, LemonClient
+
+    overhead: list[float] = []
+    e2e: list[float] = []
+    answered: Counter[str] = Counter()
+    mismatched = errors = 0
+
+    async def client_loop(number: int) -> None:
+        nonlocal mismatched, errors
+        async with LemonClient(ClientConfig(target=target)) as client:
+            for i in range(per_client):
+                request_id = f"c{number}-r{i}"
+                started = time.perf_counter()
+                try:
+                    response = await client.orchestrate(TASK, request_id=request_id, timeout=60)
+                except Exception:
+                    errors += 1
+                    continue
+                took = time.perf_counter() - started
+                answered[response.request_id] += 1
+                if response.request_id != request_id or response.status != "succeeded":
+                    mismatched += 1
+                e2e.append(took)
+                overhead.append(took - response.wall_s)
+
+    async with LemonClient(ClientConfig(target=target)) as warm:  # connections, imports
+        for _ in range(5):
+            await warm.orchestrate(TASK)
+    started = time.perf_counter()
+    await asyncio.gather(*(client_loop(n) for n in range(clients)))
+    wall = time.perf_counter() - started
+    sent = {f"c{n}-r{i}" for n in range(clients) for i in range(per_client)}
+    return {
+        "requests": len(sent),
+        "rps": round(sum(answered.values()) / wall, 1),
+        "p50_ms": round(_percentile(overhead, 50) * 1000, 2),
+        "p99_ms": round(_percentile(overhead, 99) * 1000, 2),
+        "e2e_p50_ms": round(_percentile(e2e, 50) * 1000, 2),
+        "e2e_p99_ms": round(_percentile(e2e, 99) * 1000, 2),
+        "lost": len(sent - set(answered)),
+        "duplicated": sum(c - 1 for c in answered.values() if c > 1) + mismatched,
+        "errors": errors,
+        "wall_s": round(wall, 3),
+    }
+
+
+async def _engine_only(profiles: Path, *, clients: int, per_client: int) -> dict[str, Any]:
+    """The same runs in-process (run_task, one backend set), ``clients`` at a time."""
+    from lemon.engine.runner import run_task
+    from lemon.profiles import build_backends, close_backends, resolve_profile
+
+    profile = resolve_profile("bench", files=[profiles])
+    backends = build_backends(profile)
+    walls: list[float] = []
+
+    async def loop() -> None:
+        for _ in range(per_client):
+            result = await run_task(TASK, profile=profile, backends=backends)
+            walls.append(result.wall_s)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(clients)))
+    wall = time.perf_counter() - started
+    await close_backends(backends)
+    return {
+        "engine_only_rps": round(len(walls) / wall, 1),
+        "engine_wall_p50_ms": round(statistics.median(walls) * 1000, 2),
+    }
+
+
+def _ghz(target: str, *, clients: int, total: int) -> dict[str, Any]:
+    ghz = ensure_tool("ghz")
+    done = subprocess.run(
+        [
+            *(str(ghz), "--insecure", "--call", "lemon.v1.Orchestrator/Orchestrate"),
+            *("-d", json.dumps({"task": TASK}), "-n", str(total), "-c", str(clients)),
+            *("--connections", str(min(clients, 16)), "--format", "json", target),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {"ghz_error": done.stderr.strip()[-500:]}
+    report = json.loads(done.stdout)
+    latencies = {d["percentage"]: d["latency"] / 1e6 for d in report["latencyDistribution"]}
+    return {
+        "ghz_rps": round(report["rps"], 1),
+        "ghz_count": report["count"],
+        "ghz_status": report["statusCodeDistribution"],
+        "ghz_e2e_p50_ms": round(latencies.get(50, float("nan")), 2),
+        "ghz_e2e_p99_ms": round(latencies.get(99, float("nan")), 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--per-client", type=int, default=20, help="requests per client")
+    parser.add_argument("--latency", type=float, default=0.02, help="L, seconds per model call")
+    parser.add_argument(
+        "--single", type=int, default=50, help="requests of the one-client (unloaded) phase"
+    )
+    parser.add_argument("--no-ghz", action="store_true", help="skip the ghz side-by-side run")
+    parser.add_argument("--out", type=Path, help="also write the JSON object here")
+    args = parser.parse_args(argv)
+    load_before = round(os.getloadavg()[0], 2)  # a shared machine: say how busy it was
+    with tempfile.TemporaryDirectory() as tmp:
+        profiles = _profile_file(Path(tmp), args.latency)
+        server = _Server(profiles, concurrency=args.clients)
+        try:
+            asyncio.run(server.wait_ready())
+            single = asyncio.run(_load(server.target, clients=1, per_client=args.single))
+            load = asyncio.run(
+                _load(server.target, clients=args.clients, per_client=args.per_client)
+            )
+            ghz = (
+                {}
+                if args.no_ghz
+                else _ghz(server.target, clients=args.clients, total=load["requests"])
+            )
+        finally:
+            server.stop()
+        engine = asyncio.run(
+            _engine_only(profiles, clients=args.clients, per_client=args.per_client)
+        )
+    result = {
+        "benchmark": "grpc",
+        "backend": "scripted test double (fixed latency), 3-agent template team",
+        "clients": args.clients,
+        "latency_s": args.latency,
+        **load,
+        **engine,
+        "rps_vs_engine_only": round(load["rps"] / engine["engine_only_rps"], 3),
+        "one_client_p50_ms": single["p50_ms"],
+        "one_client_p99_ms": single["p99_ms"],
+        "one_client_e2e_p50_ms": single["e2e_p50_ms"],
+        "one_client_lost": single["lost"],
+        "one_client_duplicated": single["duplicated"],
+        **ghz,
+        "cpus": os.cpu_count(),
+        "loadavg_1m_before": load_before,
+    }
+    text = json.dumps(result)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        partial = args.out.with_suffix(".tmp")
+        partial.write_text(json.dumps(result, indent=2) + "\n")
+        partial.replace(args.out)
+    if args.json:
+        print(text)
+    else:
+        print(
+            f"{result['rps']} rps over gRPC ({result['rps_vs_engine_only']}x in-process); "
+            f"overhead p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms; "
+            f"lost {result['lost']}, duplicated {result['duplicated']}"
+        )
+    clean = load["lost"] == load["duplicated"] == single["lost"] == single["duplicated"] == 0
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
