@@ -1,6 +1,7 @@
 """Does counterfactual GRPO learn faster? A measured answer on the synthetic simulator, on CPU.
 
-For each seed: a tiny random Llama (the real SmolLM2 tokenizer) is SFT-warm-started on
+For each seed: a tiny random Llama (with a small byte-level BPE trained on the simulator's
+text, :mod:`lemon_train.tiny_policy`) is SFT-warm-started on
 teacher specs of the simulator (:mod:`lemon.training.synthetic`: valid specs with the right
 role but random tiers, duties and verifier), its invalid-spec rate is measured on fresh tasks
 (sampled at the GRPO temperature), then GRPO runs twice from that same SFT version: global-only
@@ -169,9 +170,9 @@ def _grpo(
 def run_seed(args: argparse.Namespace, work: Path, seed: int) -> dict[str, Any]:
     from lemon.training.config import TrainingConfig
     from lemon_train import sft
-    from lemon_train.common import tiny_test_model
+    from lemon_train.tiny_policy import tiny_policy_model
 
-    tiny = tiny_test_model(
+    tiny = tiny_policy_model(
         work / f"tiny-h{args.hidden}-s{seed}", hidden_size=args.hidden, seed=seed
     )
     data = work / f"sft-{seed}.jsonl"

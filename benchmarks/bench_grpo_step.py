@@ -1,0 +1,187 @@
+"""Cost of span advantages: one GRPO optimisation step with (B, T) advantages vs TRL's plain one.
+
+Both sides use the same tiny model (:mod:`lemon_train.tiny_policy`), the same batch of
+completions and the same fixed rewards, so generation, reward functions and mutant
+executions are excluded. One step = build the advantages (plain: TRL's ``(B,)`` group
+advantages; span: the same plus ``λ_cf · Δc`` on each completion's span tokens, built from
+:class:`~lemon_train.credit.SpanCredit` lists as in training) + ``compute_loss`` of the trainer
+(:class:`trl.GRPOTrainer` vs :class:`lemon_train.grpo.CounterfactualGRPOTrainer`) + backward +
+AdamW step. Repeats alternate plain/span; ``ratio`` is median(span) / median(plain)
+(goal ≤ 1.05).
+
+Run: ``lemon bench grpo-step --json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="lemon bench grpo-step", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--batch", type=int, default=16, help="completions per step")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--length", type=int, default=64, help="completion tokens")
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    return parser.parse_args(argv)
+
+
+def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Two trainers over copies of one tiny model, fixed inputs and fixed span credits."""
+    import copy
+
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from lemon.reward import RewardConfig
+    from lemon.training.config import CounterfactualConfig
+    from lemon.training.synthetic import make_tasks, synthetic_messages
+    from lemon_train.common import load_model_and_tokenizer
+    from lemon_train.credit import SpanCredit, group_advantages
+    from lemon_train.grpo import CounterfactualGRPOTrainer
+    from lemon_train.rewards import SyntheticReward
+    from lemon_train.tiny_policy import tiny_policy_model
+
+    path = tiny_policy_model(work / "tiny", hidden_size=args.hidden)
+    model, tokenizer = load_model_and_tokenizer(str(path))
+    rows = [{"prompt": synthetic_messages(t)} for t in make_tasks(8)]
+    config = GRPOConfig(
+        output_dir=str(work / "out"),
+        per_device_train_batch_size=args.batch,
+        num_generations=args.group_size,
+        max_completion_length=args.length,
+        use_cpu=True,
+        report_to=[],
+        disable_tqdm=True,
+        loss_type="dapo",
+        beta=0.0,
+    )
+
+    def zero(**_: Any) -> list[float]:
+        return [0.0] * args.batch
+
+    plain = GRPOTrainer(
+        model=copy.deepcopy(model),
+        reward_funcs=[zero],
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
+    reward = SyntheticReward(
+        tokenizer.decode, rewards=RewardConfig(), counterfactual=CounterfactualConfig()
+    )
+    span = CounterfactualGRPOTrainer(
+        model=copy.deepcopy(model),
+        reward_funcs=[zero],
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        spec_reward=reward,
+        lambda_cf=1.0,
+    )
+    generator = torch.Generator().manual_seed(0)
+    prompt = tokenizer.apply_chat_template(
+        rows[0]["prompt"], add_generation_prompt=True, tokenize=False
+    )
+    prompt_ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    prompt_ids = prompt_ids.repeat(args.batch, 1)
+    completion_ids = torch.randint(
+        3, len(tokenizer), (args.batch, args.length), generator=generator
+    )
+    rewards = torch.rand(args.batch, generator=generator)
+    rng = random.Random(0)
+    credits = [
+        [
+            SpanCredit("downgrade_capacity", tuple(range(s, s + 2)), rng.uniform(-0.5, 0.5))
+            for s in rng.sample(range(args.length - 2), 4)
+        ]
+        for _ in range(args.batch)
+    ]
+    base = {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": torch.ones_like(prompt_ids),
+        "completion_ids": completion_ids,
+        "completion_mask": torch.ones_like(completion_ids),
+        "num_items_in_batch": torch.tensor(args.batch * args.length),
+    }
+    return {
+        "plain": plain,
+        "span": span,
+        "base": base,
+        "rewards": rewards,
+        "credits": credits,
+        "group_advantages": group_advantages,
+    }
+
+
+def step(setup: dict[str, Any], which: str, optimizers: dict[str, Any]) -> float:
+    from lemon_train.credit import credit_matrix, span_advantages
+
+    trainer = setup[which]
+    inputs = dict(setup["base"])
+    started = time.perf_counter()
+    advantages = setup["group_advantages"](setup["rewards"], trainer.num_generations)
+    if which == "span":
+        credit = credit_matrix(setup["credits"], inputs["completion_ids"].shape[1])
+        advantages = span_advantages(advantages, credit, 1.0, inputs["completion_mask"])
+    inputs["advantages"] = advantages
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    optimizers[which].step()
+    optimizers[which].zero_grad(set_to_none=True)
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(list(sys.argv[1:] if argv is None else argv))
+    import torch
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="lemon-bench-grpo-step-") as temp:
+        setup = build(args, Path(temp))
+        optimizers = {
+            name: torch.optim.AdamW(setup[name].model.parameters(), lr=1e-4)
+            for name in ("plain", "span")
+        }
+        for name in ("plain", "span"):
+            setup[name].model.train()
+            step(setup, name, optimizers)  # warm-up
+        times: dict[str, list[float]] = {"plain": [], "span": []}
+        for index in range(args.repeats):
+            order = ("plain", "span") if index % 2 == 0 else ("span", "plain")
+            for name in order:
+                times[name].append(step(setup, name, optimizers))
+    plain, span = statistics.median(times["plain"]), statistics.median(times["span"])
+    report = {
+        "benchmark": "grpo-step",
+        "ratio": round(span / plain, 4),
+        "goal": "ratio <= 1.05",
+        "plain_step_s": round(plain, 5),
+        "span_step_s": round(span, 5),
+        "repeats": args.repeats,
+        "batch": args.batch,
+        "completion_tokens": args.length,
+        "model": f"tiny Llama, hidden {args.hidden}, 2 layers (lemon_train.tiny_policy)",
+        "threads": args.threads,
+    }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"span/plain step time {report['ratio']} ({span:.4f} s vs {plain:.4f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

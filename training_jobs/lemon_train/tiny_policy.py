@@ -1,0 +1,114 @@
+"""A tiny policy for the simulator on CPU: a small byte-level BPE tokenizer and a tiny Llama.
+
+SmolLM2's 49k-token vocabulary makes the output layer (and TRL's per-token entropy over it)
+dominate a tiny model's step on a shared CPU. For the synthetic environment a byte-level BPE
+trained on the simulator's own prompts and specs (a few hundred tokens) spells every spec in
+fewer, cheaper tokens and still decodes any byte sequence exactly, so span → token mapping
+works as with any real tokenizer. Same chat roles and ``<|im_end|>`` end of turn as SmolLM2.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CHAT_TEMPLATE", "synthetic_corpus", "tiny_policy_model", "train_tokenizer"]
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def synthetic_corpus(count: int = 2000, *, seed: int = 0) -> list[str]:
+    """Prompts and canonical-family specs of the simulator (what the policy reads and writes)."""
+    from lemon.policy.prompt import system_prompt
+    from lemon.spec.formatting import format_spec
+    from lemon.training.synthetic import canonical_specs, make_tasks, synthetic_messages
+
+    rng = random.Random(seed)
+    texts = [system_prompt()]
+    for task in make_tasks(count, seed=seed):
+        texts.append(synthetic_messages(task)[0]["content"])
+        texts.append(format_spec(rng.choice(canonical_specs(task))))
+    return texts
+
+
+def train_tokenizer(vocab_size: int = 1024, *, seed: int = 0) -> Any:
+    """A byte-level BPE ``PreTrainedTokenizerFast`` trained on :func:`synthetic_corpus`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(synthetic_corpus(seed=seed), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def tiny_policy_model(
+    directory: str | os.PathLike[str],
+    *,
+    hidden_size: int = 64,
+    layers: int = 2,
+    vocab_size: int = 1024,
+    seed: int = 0,
+) -> Path:
+    """A tiny random Llama with :func:`train_tokenizer`'s tokenizer, saved as an HF directory.
+
+    Idempotent (an existing ``config.json`` is kept); written to a temporary sibling and
+    renamed into place, like :func:`lemon_train.common.tiny_test_model`.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    target = Path(directory)
+    if (target / "config.json").is_file():
+        return target
+    tokenizer = train_tokenizer(vocab_size, seed=seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(temp)
+        tokenizer.save_pretrained(temp)
+        os.replace(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        if not (target / "config.json").is_file():
+            raise
+    return target
