@@ -183,3 +183,24 @@ def test_health_is_serving_for_the_server_and_the_service(scripted_server: Serve
     assert call(scripted_server.target, lambda c: c.health("lemon.v1.Orchestrator")) == "SERVING"
     error = status_of(scripted_server.target, lambda c: c.health("no.such.Service"))
     assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_sigterm_drains_a_running_call_and_exits_cleanly(service_logs: Path) -> None:
+    """SIGTERM: health stops saying SERVING, the call in flight still gets its answer, exit 0."""
+    profiles = scripted_profile(service_logs / "drain.yaml", latency=0.5, name="drain")
+    server = ServeProcess("--profile", "drain", "--profiles", str(profiles), log_dir=service_logs)
+
+    async def during_shutdown() -> Any:
+        async with LemonClient(ClientConfig(target=server.target)) as client:
+            running = asyncio.ensure_future(client.execute(TASK, SPEC, timeout=30))
+            await asyncio.sleep(0.3)
+            server.process.terminate()
+            return await running
+
+    try:
+        response = asyncio.run(during_shutdown())
+        assert response.status == "succeeded"
+        assert server.process.wait(timeout=15) == 0
+        assert "Traceback" not in server.log.read_text()
+    finally:
+        server.stop()
