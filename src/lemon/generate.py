@@ -96,6 +96,32 @@ def _chart_operator_rules() -> str:
     return f"# {NOTICE} (from operator/rbac/clusterrole.yaml)\n{body}"
 
 
+def _strict(schema: object) -> object:
+    """A CRD schema as plain, strict JSON Schema for helm: unknown keys refused, Kubernetes'
+    extensions dropped (CEL rules stay the API server's to check)."""
+    if isinstance(schema, list):
+        return [_strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _strict(v) for k, v in schema.items() if k != "nullable" and not k.startswith("x-")}
+    if schema.get("x-kubernetes-int-or-string"):
+        out["type"] = ["integer", "string"]
+    if "properties" in out:
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+def _chart_values_schema() -> str:
+    """helm/lemon/values.schema.in.json with the LemonCapacityProfile spec schema as a definition,
+    so `helm lint` refuses a profile typo the API server would silently prune."""
+    schema = json.loads((_ROOT / "helm/lemon/values.schema.in.json").read_text(encoding="utf-8"))
+    crd = yaml.safe_load(GENERATED["crds/lemon.ai_lemoncapacityprofiles.yaml"]())
+    version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    schema["definitions"] = {"capacityProfileSpec": _strict(spec)}
+    return json.dumps({"$comment": NOTICE, **schema}, indent=2) + "\n"
+
+
 GENERATED.update(
     {
         f"helm/lemon-crds/templates/{Path(source).name}": functools.partial(_chart_crd, source)
@@ -104,6 +130,7 @@ GENERATED.update(
     }
 )
 GENERATED["helm/lemon/files/operator-rules.yaml"] = _chart_operator_rules
+GENERATED["helm/lemon/values.schema.json"] = _chart_values_schema
 
 
 def render_all() -> dict[str, str]:
