@@ -97,15 +97,16 @@ def test_default_capacity_profile_was_accepted_as_rendered(installed: Kubectl) -
     assert set(stored["spec"]) == {"small", "medium", "large"}
 
 
-def test_a_profile_its_crd_refuses_fails_the_install(installed: Kubectl) -> None:
+def test_a_profile_its_crd_rules_refuse_fails_the_install(installed: Kubectl) -> None:
     proc = helm(
         "install", "refused", str(APP), "--namespace=refused", "--create-namespace",
         "--set=operator.enabled=false", "--set=service.enabled=false",
-        "--set=capacityProfile.spec.small.model=not a model id",
+        "--set=capacityProfile.spec.small.minReplicas=3",
+        "--set=capacityProfile.spec.small.maxReplicas=1",
         kubeconfig=installed.kubeconfig, check=False,
     )  # fmt: skip
     assert proc.returncode != 0
-    assert "spec.small.model" in proc.stderr, proc.stderr
+    assert "maxReplicas must be at least minReplicas" in proc.stderr, proc.stderr
     assert not installed.json("get", "lemoncapacityprofiles", "--namespace=refused")["items"]
 
 
