@@ -314,7 +314,8 @@ def test_the_chart_passes_flags_its_programs_accept() -> None:
             program = tuple(container["command"][:2])
             flags = [arg.split("=")[0] for arg in container["command"][2:] + container["args"]]
             for flag in flags:
-                assert re.search(rf"(^|[\s,]){re.escape(flag)}\b", helps[program]), (
+                listed = rf"(^|[\s,]){re.escape(flag)}(?=[\s,=\]]|$)"
+                assert re.search(listed, helps[program], re.MULTILINE), (
                     f"{' '.join(program)} has no {flag}"
                 )
 
