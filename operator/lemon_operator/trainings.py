@@ -248,7 +248,7 @@ def read_result(
             continue
         if not isinstance(result, dict) or not isinstance(result.get("policy"), str):
             continue
-        metrics = result.get("metrics")
+        metrics = _measured(result.get("metrics"))
         path = posixpath.normpath(result["policy"])
         if not path.startswith(OUTPUT_MOUNT + "/"):
             return (
@@ -257,8 +257,16 @@ def read_result(
                 (f" (the job reported {path}, outside {OUTPUT_MOUNT}; using the output location)"),
             )
         uri = f"pvc://{spec.output.pvc}/{path.removeprefix(OUTPUT_MOUNT + '/')}"
-        return uri, metrics if isinstance(metrics, dict) else {}, ""
+        return uri, metrics, ""
     return None, {}, " (no result in the Master's termination message: no metrics)"
+
+
+def _measured(metrics: Any) -> dict[str, Any]:
+    """The metrics that hold a value: a null says nothing, and a JSON merge patch (how status
+    and the policy are written) would read it as "delete this key" anyway."""
+    if not isinstance(metrics, dict):
+        return {}
+    return {str(key): value for key, value in metrics.items() if value is not None}
 
 
 def _mirror(
