@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name in ("plain", "span"):
             setup[name].model.train()
+            setup[name].current_gradient_accumulation_steps = 1  # Trainer.train() sets it
             step(setup, name, optimizers)  # warm-up
         times: dict[str, list[float]] = {"plain": [], "span": []}
         for index in range(args.repeats):

@@ -1,0 +1,261 @@
+"""Counterfactual GRPO: span credit on real token ids, gradients through TRL's real loss, and
+``lemon train grpo`` end to end on a tiny policy (real subprocess, real trainer)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from lemon.policy.version import read_policy
+from lemon.reward import RewardConfig
+from lemon.spec.formatting import format_spec
+from lemon.spec.mutations import mutations
+from lemon.spec.validation import parse_spec
+from lemon.training.config import CounterfactualConfig, TrainingConfig
+from lemon.training.synthetic import (
+    canonical_specs,
+    evaluate,
+    make_tasks,
+    synthetic_messages,
+    teacher_spec,
+)
+from lemon_train.credit import SpanCredit, credit_matrix, span_advantages
+from lemon_train.rewards import SyntheticReward
+from tests.train.conftest import run_train, train_env
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lemon_train.tiny_policy import tiny_policy_model
+
+    return tiny_policy_model(tmp_path_factory.mktemp("models") / "tiny-policy", hidden_size=32)
+
+
+def _row(task: Any) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "task": task.text,
+        "domain": task.domain.value,
+        "difficulty": task.difficulty.value,
+        "tricky": task.tricky,
+        "strict": task.strict,
+    }
+
+
+def test_reward_credits_land_on_the_edited_field(tiny_policy: Path) -> None:
+    from lemon_train.common import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_policy))
+    task = make_tasks(1, seed=5)[0]
+    spec = canonical_specs(task)[-1]  # solver + checker, both with duties, both large
+    text = format_spec(spec)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    reward = SyntheticReward(
+        lambda i: tokenizer.decode(list(i), skip_special_tokens=True),
+        rewards=RewardConfig(),
+        counterfactual=CounterfactualConfig(max_mutants=64),
+    )
+    logged: dict[str, float] = {}
+    row = _row(task)
+    garbage = tokenizer("agents: [", add_special_tokens=False)["input_ids"]
+    rewards = asyncio.run(
+        reward(
+            prompts=[None, None],
+            completions=[None, None],
+            completion_ids=[ids, garbage],
+            log_metric=logged.__setitem__,
+            **{key: [value, value] for key, value in row.items()},
+        )
+    )
+    parsed = parse_spec(text)
+    assert rewards[0] == pytest.approx(evaluate(parsed.spec, parsed.output, task).reward)
+    assert rewards[1] == RewardConfig().invalid_reward
+    credits = reward.take_pending(2)
+    assert credits[1] == []
+    expected = mutations(parsed)
+    assert [c.kind for c in credits[0]] == [m.kind.value for m in expected]
+    for credit, mutation in zip(credits[0], expected, strict=True):
+        spelled = tokenizer.decode([ids[t] for t in credit.tokens])
+        field_text = text[mutation.span[0] : mutation.span[1]]
+        assert field_text in spelled  # the tokens spell the field ...
+        assert len(spelled) < len(field_text) + 12  # ... and little else
+        mutant = evaluate(mutation.spec, mutation.spec.output or parsed.output, task).reward
+        assert credit.delta == pytest.approx(rewards[0] - mutant)
+    assert logged["validity"] == 0.5
+    assert "cf/delta_mean" in logged
+
+
+def _trainer(tiny_policy: Path, tmp_path: Path, lambda_cf: float) -> Any:
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from lemon_train.common import load_model_and_tokenizer
+    from lemon_train.grpo import CounterfactualGRPOTrainer
+
+    model, tokenizer = load_model_and_tokenizer(str(tiny_policy))
+    reward = SyntheticReward(
+        tokenizer.decode, rewards=RewardConfig(), counterfactual=CounterfactualConfig()
+    )
+
+    class Probe(CounterfactualGRPOTrainer):
+        """Keeps the per-token log-probs the loss is computed from, to read their gradient."""
+
+        def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+            logps, entropies, aux = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            if logps.requires_grad:
+                logps.retain_grad()
+                self.probe = logps
+            return logps, entropies, aux
+
+    rows = [{"prompt": synthetic_messages(t), **_row(t)} for t in make_tasks(4)]
+    return Probe(
+        model=model,
+        reward_funcs=[reward],
+        args=GRPOConfig(
+            output_dir=str(tmp_path / "out"),
+            per_device_train_batch_size=4,
+            num_generations=2,
+            max_completion_length=8,
+            use_cpu=True,
+            report_to=[],
+            loss_type="dapo",
+        ),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        spec_reward=reward,
+        lambda_cf=lambda_cf,
+    ), tokenizer
+
+
+def test_span_advantage_moves_gradient_only_on_its_tokens(
+    tiny_policy: Path, tmp_path: Path
+) -> None:
+    """Through the trainer's real ``_compute_loss``: global advantage 0, one span credited."""
+    trainer, tokenizer = _trainer(tiny_policy, tmp_path, 1.0)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() otherwise
+    prompt = tokenizer("<|im_start|>user\nhi<|im_end|>\n", return_tensors="pt")["input_ids"]
+    completion = torch.randint(5, 100, (2, 6), generator=torch.Generator().manual_seed(0))
+    credit = credit_matrix([[SpanCredit("downgrade_capacity", (2, 3), 0.7)], []], 6)
+    inputs = {
+        "prompt_ids": prompt.repeat(2, 1),
+        "prompt_mask": torch.ones(2, prompt.shape[1], dtype=torch.long),
+        "completion_ids": completion,
+        "completion_mask": torch.ones(2, 6, dtype=torch.long),
+        "advantages": span_advantages(torch.zeros(2), credit, 1.0),
+        "num_items_in_batch": torch.tensor(12),
+    }
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    grad = trainer.probe.grad
+    nonzero = {tuple(index) for index in grad.nonzero().tolist()}
+    assert nonzero == {(0, 2), (0, 3)}
+    # dapo: −A / (tokens in batch) at ratio 1
+    assert grad[0, 2].item() == pytest.approx(-0.7 / 12, rel=1e-5)
+
+
+def _sft_warm_start(tiny_policy: Path, tmp_path: Path) -> Path:
+    """A short SFT on simulator teacher specs so that sampled specs are often valid."""
+    from lemon_train import sft
+
+    rng = random.Random(0)
+    rows = [
+        {
+            "prompt": synthetic_messages(t),
+            "completion": [{"role": "assistant", "content": teacher_spec(t, rng)}],
+        }
+        for t in make_tasks(256, seed=11)
+    ]
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "sft"
+    config = TrainingConfig.model_validate(
+        {
+            "stage": "sft",
+            "base_model": str(tiny_policy),
+            "data": str(data),
+            "output_dir": str(out),
+            "termination_log": str(tmp_path / "sft-termination"),
+            "hyperparameters": {
+                "max_steps": 60,
+                "per_device_batch_size": 16,
+                "learning_rate": 1e-2,
+                "save_steps": 1000,
+                "max_length": 256,
+            },
+        }
+    )
+    return sft.run(config)
+
+
+def test_lemon_train_grpo_publishes_a_version_with_delta_metrics(
+    tiny_policy: Path, tmp_path: Path
+) -> None:
+    base = _sft_warm_start(tiny_policy, tmp_path)
+    output = tmp_path / "policy" / "grpo-v1"
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    config = {
+        "stage": "grpo",
+        "base_model": str(base),
+        "data": "synthetic:16",
+        "output_dir": str(output),
+        "termination_log": str(log),
+        "hyperparameters": {
+            "max_steps": 2,
+            "per_device_batch_size": 2,
+            "group_size": 4,
+            "max_completion_length": 72,
+            "learning_rate": 1e-3,
+            "save_steps": 1,
+        },
+        "counterfactual": {"max_mutants": 4, "lambda_cf": 1.0},
+    }
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    done = run_train("grpo", "--config", str(path), env=train_env(OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == str(output.resolve())
+    meta = read_policy(output)
+    assert meta.stage == "grpo"
+    assert meta.parent == str(base.resolve())
+    assert meta.metrics["steps"] == 2
+    assert meta.metrics["counterfactual"] is True
+    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+    steps = [row for row in rows if "reward" in row]
+    assert len(steps) == 2
+    assert all("validity" in row and "cf/span_share" in row for row in steps)
+    assert any(row["validity"] > 0 for row in steps), steps
+    assert any("cf/delta_mean" in row and row["cf/mutants"] > 0 for row in steps), steps
+    result = json.loads(log.read_text())
+    assert result["stage"] == "grpo"
+    assert result["policy"] == str(output.resolve())
+    assert (output.parent / "grpo-v1.checkpoints" / "checkpoint-2").is_dir()
+
+
+def test_grpo_rejects_bad_data_with_a_located_error(tmp_path: Path, tiny_policy: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task": "What is 2 + 2?", "answer": "4"}\n{"answer": 3}\n')
+    path = tmp_path / "grpo.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "stage": "grpo",
+                "base_model": str(tiny_policy),
+                "data": str(tasks),
+                "output_dir": str(tmp_path / "out"),
+            }
+        )
+    )
+    done = run_train("grpo", "--config", str(path))
+    assert done.returncode != 0
+    assert f"{tasks}:2: a task row is an object with a string 'task'" in done.stderr
