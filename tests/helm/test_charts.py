@@ -351,3 +351,17 @@ def test_service_profile_resolves_as_lemon_serve_would(
     for backend in profile.tiers.values():
         assert backend.type == "openai"
         assert backend.url
+
+
+def test_packaged_charts_carry_the_generated_files_not_their_sources(tmp_path: Path) -> None:
+    import tarfile
+
+    helm("package", str(APP), str(CRDS), f"--destination={tmp_path}")
+    version = package_version()
+    with tarfile.open(tmp_path / f"lemon-{version}.tgz") as archive:
+        app = set(archive.getnames())
+    assert {"lemon/values.schema.json", "lemon/files/operator-rules.yaml"} <= app
+    assert "lemon/values.schema.in.json" not in app
+    with tarfile.open(tmp_path / f"lemon-crds-{version}.tgz") as archive:
+        crds = {Path(name).name for name in archive.getnames() if "/templates/" in name}
+    assert crds == {path.name for path in (ROOT / "crds").glob("*.yaml")}
