@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from pathlib import Path
@@ -58,6 +59,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 max_tokens=args.max_tokens,
                 max_attempts=args.max_attempts,
             ),
+        )
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
         asyncio.run(serve(config))
     except ValidationError as exc:

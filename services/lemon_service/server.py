@@ -17,6 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
+from lemon.engine.runner import profile_note
 from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
 from lemon_service.config import ConfigError, ServerConfig
@@ -105,12 +106,11 @@ async def serve(config: ServerConfig) -> None:
     """Serve until SIGTERM or SIGINT."""
     server = Server(config)
     await server.start()
-    scheme = "TLS" if config.tls is None else ("mTLS" if config.tls.client_ca else "TLS")
-    scheme = "plaintext" if config.tls is None else scheme
+    scheme = "plaintext" if config.tls is None else ("mTLS" if config.tls.client_ca else "TLS")
     auth = "bearer token required" if config.token is not None else "no auth"
     print(
         f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}); "
-        f"profile {server.engine.profile.name}",
+        f"{profile_note(server.engine.profile, server.engine.backends)}",
         file=sys.stderr,
         flush=True,
     )

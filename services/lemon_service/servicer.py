@@ -34,7 +34,9 @@ log = logging.getLogger("lemon.serve")
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> NoReturn:
     code, message = status_for(exc)
     if code == grpc.StatusCode.INTERNAL:
-        log.exception("internal error", exc_info=exc)
+        log.error("internal error", exc_info=exc)
+    else:
+        log.warning("%s: %s", code.name, message.splitlines()[0])
     await context.abort(code, message)
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
 
