@@ -20,11 +20,10 @@ def _method(args: argparse.Namespace) -> str:
     chosen = [x for x in (args.spec, args.baseline, args.policy) if x]
     if len(chosen) > 1:
         raise UsageError("give at most one of --spec, --baseline, --policy")
+    if args.specs_only and not args.policy:
+        raise UsageError("--specs-only needs --policy (it checks the specs a policy writes)")
     if args.policy:
-        raise UsageError(
-            "--policy: trained policy versions arrive with the training issue; "
-            "use --baseline template for the template policy"
-        )
+        return f"policy:{args.policy}"
     if args.spec:
         from lemon.spec.errors import SpecError
         from lemon.spec.validation import load_spec
@@ -73,6 +72,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         concurrency=args.concurrency,
         budget=args.budget,
+        specs_only=args.specs_only,
     )
     meta = {
         "run": name,
@@ -83,8 +83,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "limit": args.limit,
     }
 
+    policy = None
+    if args.policy:
+        from lemon.run_cli import open_policy
+
+        policy = open_policy(args)
+        meta["policy"] = policy.label
+
     async def go() -> dict[str, Any]:
-        backends = build_backends(profile)
+        backends = {} if args.specs_only else build_backends(profile)
         try:
             return await evaluate(
                 items,
@@ -93,9 +100,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 out_dir=out_dir,
                 meta=meta,
                 progress=None if args.quiet else print_progress,
+                policy=policy,
             )
         finally:
             await close_backends(backends)
+            if policy is not None:
+                await policy.aclose()
 
     summary = asyncio.run(go())
     if args.json:
@@ -145,7 +155,14 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="single, sc3, sc5, sc-budget, chain, star, tree, debate, template (default)",
     )
-    p.add_argument("--policy", metavar="PATH", help="a trained policy version")
+    from lemon.run_cli import add_policy_options
+
+    add_policy_options(p)
+    p.add_argument(
+        "--specs-only",
+        action="store_true",
+        help="with --policy: only write and validate each item's spec (no workers run)",
+    )
     p.add_argument("--profile", default="embedded")
     p.add_argument("--profiles", action="append", default=[], metavar="FILE")
     p.add_argument("--data-dir", default=None, help="default: $LEMON_DATA_DIR")

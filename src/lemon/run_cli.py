@@ -6,11 +6,12 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
 
-__all__ = ["register"]
+__all__ = ["add_policy_options", "open_policy", "register"]
 
 SAMPLE_TASK = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
@@ -22,6 +23,9 @@ def _printer(event: dict[str, Any]) -> None:
     kind = event["event"]
     if kind == "spec_ready":
         print(f"spec from {event['origin']}", file=sys.stderr)
+    elif kind == "policy_attempt":
+        verdict = "valid spec" if event["valid"] else "; ".join(event["errors"][:3])
+        print(f"  policy attempt {event['attempt']}: {verdict}", file=sys.stderr)
     elif kind == "agent_start":
         reused = " (reused)" if event.get("reused") else ""
         print(
@@ -72,10 +76,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         decoding=Decoding(max_tokens=args.max_tokens, seed=args.seed),
         deadline_s=args.deadline,
     )
+    if args.policy is not None and parsed is not None:
+        raise UsageError("give --spec or --policy, not both")
+    policy = open_policy(args) if args.policy is not None else None
     trace = TraceWriter(args.trace, on_event=None if args.json else _printer)
-    try:
-        result = asyncio.run(
-            run_task(
+
+    async def go() -> Any:
+        try:
+            return await run_task(
                 args.task,
                 template_variant=args.template,
                 profile=profile,
@@ -83,8 +91,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 roles=roles,
                 options=options,
                 trace=trace,
+                policy=policy,
             )
-        )
+        finally:
+            if policy is not None:
+                await policy.aclose()
+
+    try:
+        result = asyncio.run(go())
     finally:
         trace.close()
     if args.json:
@@ -94,6 +108,49 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(render_table(trace.events), file=sys.stderr)
         print(result.answer if result.answer is not None else f"FAILED: {result.error}")
     return EXIT_OK if result.status == "succeeded" else EXIT_INVALID
+
+
+DEFAULT_POLICY_TOKENS = 384
+
+
+def open_policy(args: argparse.Namespace) -> Any:
+    """The learned policy named by ``--policy`` (a version directory or an endpoint URL)."""
+    from lemon.policy.inference import DEFAULT_DECODING, load_policy
+    from lemon.policy.version import PolicyVersionError
+
+    if args.policy_attempts < 1 or args.policy_max_tokens < 1:
+        raise UsageError("--policy-attempts and --policy-max-tokens must be at least 1")
+    decoding = replace(DEFAULT_DECODING, max_tokens=args.policy_max_tokens)
+    try:
+        return load_policy(
+            args.policy,
+            model=args.policy_model,
+            max_attempts=args.policy_attempts,
+            decoding=decoding,
+        )
+    except PolicyVersionError as exc:
+        raise UsageError(f"--policy: {exc}") from None
+
+
+def add_policy_options(p: Any) -> None:
+    p.add_argument(
+        "--policy",
+        metavar="PATH|URL",
+        help="a trained policy version directory, or an OpenAI-compatible URL serving one",
+    )
+    p.add_argument("--policy-model", default=None, help="served model name (with a URL)")
+    p.add_argument(
+        "--policy-attempts",
+        type=int,
+        default=2,
+        help="tries before falling back to the template policy (default 2)",
+    )
+    p.add_argument(
+        "--policy-max-tokens",
+        type=int,
+        default=DEFAULT_POLICY_TOKENS,
+        help=f"longest spec the policy may write, in tokens (default {DEFAULT_POLICY_TOKENS})",
+    )
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -136,6 +193,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--task", default=SAMPLE_TASK, help="the task text (default: a GSM8K item)")
     p.add_argument("--spec", metavar="PATH", help="run this spec instead of the policy's")
+    add_policy_options(p)
     p.add_argument(
         "--template",
         choices=["default", "compute"],

@@ -9,6 +9,7 @@ from lemon.backends.base import Backend
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.engine.results import RunResult
 from lemon.engine.trace import TraceWriter
+from lemon.policy.inference import SpecPolicy
 from lemon.profiles import CapacityProfile, build_backends, close_backends
 from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary
@@ -36,19 +37,21 @@ async def run_task(
     cache: CallCache | None = None,
     backends: Mapping[Capacity, Backend] | None = None,
     template_variant: str = "default",
+    policy: SpecPolicy | None = None,
 ) -> RunResult:
-    """Run ``task`` with the given spec, or the template policy's when ``parsed`` is None."""
-    from lemon.policy.template import template_spec
-
-    output: str | None
+    """Run ``task`` with the given spec, or the one ``policy`` writes (the template policy's
+    when ``policy`` is None)."""
+    from lemon.policy.inference import TemplatePolicy
     from lemon.policy.template import classify_task, prefills
 
+    output: str | None
+    decision = None
     if parsed is not None:
         spec, output, origin = parsed.spec, parsed.output, parsed.source
     else:
-        kind, spec, _ = template_spec(task, variant=template_variant)
-        label = kind.value if template_variant == "default" else f"{kind.value}, {template_variant}"
-        output, origin = spec.output, f"template policy ({label})"
+        writer = policy if policy is not None else TemplatePolicy(template_variant)
+        decision = await writer.write_spec(task, roles=roles, trace=trace)
+        spec, output, origin = decision.spec, decision.output, decision.origin
     options = options or ExecutionOptions()
     if options.prefill is None:
         options = replace(options, prefill=prefills(classify_task(task)))
@@ -73,4 +76,6 @@ async def run_task(
         if owned:
             await close_backends(backends)
     result.extra["spec_origin"] = origin
+    if decision is not None and decision.attempts:
+        result.extra["policy"] = decision.to_json()
     return result

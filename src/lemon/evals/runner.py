@@ -24,6 +24,7 @@ from lemon.backends.base import Backend, Decoding
 from lemon.data.items import ChoiceItem, CodeItem, Item, NumericItem
 from lemon.engine.executor import ExecutionOptions, execute
 from lemon.evals.baselines import BASELINES, baseline_spec
+from lemon.policy.inference import SpecPolicy
 from lemon.spec.models import Capacity, Spec
 
 __all__ = ["EvalSettings", "ItemRecord", "evaluate", "summarize", "task_text"]
@@ -46,12 +47,14 @@ def task_text(item: Item) -> str:
 @dataclass(frozen=True, slots=True)
 class EvalSettings:
     method: str
-    """``baseline:NAME`` or ``spec:PATH``."""
+    """``baseline:NAME``, ``spec:PATH`` or ``policy:PATH`` (a learned policy writes each spec)."""
     max_tokens: int = 256
     concurrency: int = 4
     budget: int = 2000
     """Token budget per item for ``sc-budget``."""
     deadline_s: float = 900.0
+    specs_only: bool = False
+    """Only write (and validate) each item's spec; run no worker (policy validity checks)."""
 
 
 @dataclass(slots=True)
@@ -68,6 +71,8 @@ class ItemRecord:
     status: str = "succeeded"
     error: str | None = None
     samples: list[str | None] = field(default_factory=list)
+    policy: dict[str, Any] | None = None
+    """For ``policy:`` methods: validity of the first attempt, fallback, attempts, tokens."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +88,7 @@ class ItemRecord:
             "status": self.status,
             "error": self.error,
             **({"samples": self.samples} if self.samples else {}),
+            **({"policy": self.policy} if self.policy is not None else {}),
         }
 
 
@@ -193,6 +199,15 @@ def summarize(
     n = len(records)
     correct = sum(bool(r["correct"]) for r in records)
     tokens = sum(int(r["tokens"]) for r in records)
+    policy = [r["policy"] for r in records if r.get("policy") is not None]
+    extra: dict[str, Any] = {}
+    if policy:
+        extra = {
+            "policy_valid_rate": sum(p["first_valid"] for p in policy) / len(policy),
+            "policy_valid_any_rate": sum(not p["fallback"] for p in policy) / len(policy),
+            "policy_fallback_rate": sum(p["fallback"] for p in policy) / len(policy),
+            "policy_mean_tokens": sum(p["tokens"] for p in policy) / len(policy),
+        }
     return {
         **settings,
         "n": n,
@@ -202,8 +217,9 @@ def summarize(
         "mean_tokens": tokens / n if n else 0.0,
         "total_tokens": tokens,
         "calls": sum(int(r["calls"]) for r in records),
-        "failed_runs": sum(r["status"] != "succeeded" for r in records),
+        "failed_runs": sum(r["status"] not in ("succeeded", "spec_only") for r in records),
         "mean_wall_s": sum(float(r["wall_s"]) for r in records) / n if n else 0.0,
+        **extra,
     }
 
 
@@ -215,8 +231,12 @@ async def evaluate(
     out_dir: Path,
     meta: Mapping[str, Any],
     progress: Callable[[int, int, int], None] | None = None,
+    policy: SpecPolicy | None = None,
 ) -> dict[str, Any]:
-    """Run, score and record every item not already done; returns the summary."""
+    """Run, score and record every item not already done; returns the summary.
+
+    With ``policy`` (a ``policy:`` method), the policy writes each item's spec first; a spec it
+    fails to write validly falls back to the template policy's, and the record says so."""
     out_dir.mkdir(parents=True, exist_ok=True)
     items_path = out_dir / "items.jsonl"
     done = _read_done(items_path)
@@ -233,11 +253,34 @@ async def evaluate(
         async def one(item: Item) -> None:
             nonlocal finished, correct
             async with semaphore:
-                spec, samples = _method_spec(settings, item, fixed)
-                record = await _run_item(
-                    item, spec=spec, samples=samples, settings=settings, backends=backends
-                )
-            if isinstance(item, CodeItem) and record.answer is not None:
+                decision = None
+                if policy is not None:
+                    decision = await policy.write_spec(task_text(item))
+                    spec, samples = decision.spec, 1
+                else:
+                    spec, samples = _method_spec(settings, item, fixed)
+                if settings.specs_only:
+                    from lemon.spec.formatting import format_spec
+
+                    record = ItemRecord(item.id, settings.method, format_spec(spec), None)
+                    record.status = "spec_only"
+                else:
+                    record = await _run_item(
+                        item, spec=spec, samples=samples, settings=settings, backends=backends
+                    )
+                if decision is not None:
+                    record.policy = {
+                        "first_valid": bool(decision.attempts and decision.attempts[0].valid),
+                        "fallback": decision.fallback,
+                        "attempts": len(decision.attempts),
+                        "tokens": decision.policy_tokens,
+                        "errors": [list(a.errors) for a in decision.attempts],
+                    }
+            if (
+                isinstance(item, CodeItem)
+                and record.answer is not None
+                and record.status != "spec_only"
+            ):
                 from lemon.scoring.code import score_code
 
                 (run,) = await asyncio.to_thread(score_code, [item], [record.answer])

@@ -43,7 +43,8 @@ _SYSTEM = """You design a team of AI agents for a task and write it as a YAML sp
 Each agent has: name (lowercase letters, digits, hyphens; unique), role (one of the roles below), \
 optional duties (one line: what this agent does for this task), capacity (small, medium or large: \
 bigger models cost more tokens), optional depends_on (names of agents whose output it reads). \
-output names the agent whose answer is the team's answer. Use as few agents and edges as the task needs.
+output names the agent whose answer is the team's answer. \
+Use as few agents and edges as the task needs.
 
 Roles:
 {roles}

@@ -1,0 +1,238 @@
+"""Policy inference: a policy writes the spec for a task.
+
+Two policies share one interface (:class:`SpecPolicy`):
+
+- :class:`TemplatePolicy`, the documented stand-in (:mod:`lemon.policy.template`);
+- :class:`LearnedPolicy`, a causal LM behind any backend (an in-process policy version, or an
+  OpenAI-compatible endpoint serving one). Its completion is parsed and validated; an invalid
+  spec is retried with the located errors in the conversation (at most ``max_attempts`` in all),
+  then the template policy's spec is used. Every attempt is recorded in the run's trace
+  (``policy_attempt`` events) and in the returned :class:`PolicyDecision`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
+from lemon.engine.trace import TraceWriter
+from lemon.policy.prompt import policy_messages, repair_messages
+from lemon.spec.errors import SpecError
+from lemon.spec.models import Spec
+from lemon.spec.roles import RoleLibrary
+from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
+
+__all__ = [
+    "LearnedPolicy",
+    "PolicyAttempt",
+    "PolicyDecision",
+    "SpecPolicy",
+    "TemplatePolicy",
+    "extract_spec_text",
+    "load_policy",
+]
+
+DEFAULT_DECODING = Decoding(max_tokens=384, temperature=0.0, stop=("\n\n\n",))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyAttempt:
+    completion: str
+    errors: tuple[str, ...]
+    """Located errors (``LINE:COL: message``); empty when the spec was valid."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+
+@dataclass(slots=True)
+class PolicyDecision:
+    spec: Spec
+    output: str | None
+    origin: str
+    """Where the spec came from, in words (shown by ``lemon run``)."""
+    attempts: list[PolicyAttempt] = field(default_factory=list)
+    fallback: bool = False
+    """True when the learned policy wrote no valid spec and the template's was used."""
+    text: str = ""
+
+    @property
+    def policy_tokens(self) -> int:
+        return sum(a.prompt_tokens + a.completion_tokens for a in self.attempts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "fallback": self.fallback,
+            "attempts": [
+                {"valid": a.valid, "errors": list(a.errors), "completion": a.completion}
+                for a in self.attempts
+            ],
+            "policy_tokens": self.policy_tokens,
+        }
+
+
+class SpecPolicy(Protocol):
+    @property
+    def label(self) -> str: ...
+
+    async def write_spec(
+        self, task: str, *, roles: RoleLibrary | None = None, trace: TraceWriter | None = None
+    ) -> PolicyDecision: ...
+
+    async def aclose(self) -> None: ...
+
+
+class TemplatePolicy:
+    """The template policy behind the :class:`SpecPolicy` interface."""
+
+    def __init__(self, variant: str = "default") -> None:
+        self.variant = variant
+
+    @property
+    def label(self) -> str:
+        return "template policy" + ("" if self.variant == "default" else f" ({self.variant})")
+
+    async def write_spec(
+        self, task: str, *, roles: RoleLibrary | None = None, trace: TraceWriter | None = None
+    ) -> PolicyDecision:
+        from lemon.policy.template import template_spec
+
+        kind, spec, text = template_spec(task, variant=self.variant)
+        label = kind.value if self.variant == "default" else f"{kind.value}, {self.variant}"
+        return PolicyDecision(spec, spec.output, f"template policy ({label})", text=text)
+
+    async def aclose(self) -> None:
+        return None
+
+
+_FENCE = re.compile(r"```(?:ya?ml)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def extract_spec_text(completion: str) -> str:
+    """The YAML in a completion: a fenced block's body when there is one, else the text from
+    the first line that starts a spec (``agents:``, ``apiVersion:``) on."""
+    match = _FENCE.search(completion)
+    if match:
+        return match.group(1)
+    found = re.search(r"(?m)^(agents|apiVersion|kind)\s*:", completion)
+    return completion[found.start() :] if found else completion
+
+
+class LearnedPolicy:
+    """A causal LM that writes specs, through any :class:`Backend`."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        name: str,
+        max_attempts: int = 2,
+        decoding: Decoding = DEFAULT_DECODING,
+        fallback: SpecPolicy | None = None,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.backend = backend
+        self.name = name
+        self.max_attempts = max_attempts
+        self.decoding = decoding
+        self.fallback = fallback if fallback is not None else TemplatePolicy()
+
+    @property
+    def label(self) -> str:
+        return f"learned policy {self.name} ({self.backend.label})"
+
+    async def write_spec(
+        self, task: str, *, roles: RoleLibrary | None = None, trace: TraceWriter | None = None
+    ) -> PolicyDecision:
+        messages = policy_messages(task, roles=roles)
+        options = ValidationOptions(roles=roles) if roles is not None else ValidationOptions()
+        attempts: list[PolicyAttempt] = []
+        for number in range(1, self.max_attempts + 1):
+            request = GenerationRequest(
+                messages=tuple(Message(m["role"], m["content"]) for m in messages),  # type: ignore[arg-type]  # roles come from policy_messages
+                decoding=self.decoding,
+            )
+            try:
+                generation = await self.backend.generate(request)
+            except BackendError as exc:
+                attempts.append(PolicyAttempt("", (f"policy backend failed: {exc.reason}",)))
+                if trace is not None:
+                    trace.emit("policy_attempt", attempt=number, valid=False, errors=[exc.reason])
+                break
+            text = extract_spec_text(generation.text)
+            parsed, errors = _validate(text, options)
+            attempt = PolicyAttempt(
+                generation.text,
+                errors,
+                generation.prompt_tokens,
+                generation.completion_tokens,
+            )
+            attempts.append(attempt)
+            if trace is not None:
+                trace.emit(
+                    "policy_attempt",
+                    attempt=number,
+                    valid=attempt.valid,
+                    errors=list(errors),
+                    prompt_tokens=generation.prompt_tokens,
+                    completion_tokens=generation.completion_tokens,
+                )
+            if parsed is not None:
+                origin = f"{self.label}, attempt {number}"
+                return PolicyDecision(parsed.spec, parsed.output, origin, attempts, text=text)
+            messages = repair_messages(messages, generation.text, errors)
+        decision = await self.fallback.write_spec(task, roles=roles, trace=trace)
+        decision.attempts = attempts + decision.attempts
+        decision.fallback = True
+        decision.origin = (
+            f"{decision.origin}: fallback after {len(attempts)} invalid attempt(s) of {self.label}"
+        )
+        if trace is not None:
+            trace.emit("policy_fallback", origin=decision.origin)
+        return decision
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+
+def _validate(text: str, options: ValidationOptions) -> tuple[ParsedSpec | None, tuple[str, ...]]:
+    try:
+        return parse_spec(text, source="<policy>", options=options), ()
+    except SpecError as exc:
+        return None, tuple(f"{issue.line}:{issue.column}: {issue.message}" for issue in exc.issues)
+
+
+def load_policy(
+    source: str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    max_attempts: int = 2,
+    decoding: Decoding = DEFAULT_DECODING,
+    dtype: str = "auto",
+    device: str = "auto",
+) -> LearnedPolicy:
+    """A learned policy from a policy-version directory (loaded in-process, lazily) or an
+    OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model)."""
+    text = os.fspath(source)
+    if text.startswith(("http://", "https://")):
+        from lemon.backends.openai import OpenAIBackend
+
+        backend: Backend = OpenAIBackend(text, model=model or "policy", tier="policy")
+        return LearnedPolicy(backend, name=text, max_attempts=max_attempts, decoding=decoding)
+    from lemon.backends.local import LocalBackend, ModelSource
+    from lemon.policy.version import read_policy
+
+    meta = read_policy(text)  # PolicyVersionError when the directory is not a complete version
+    path = str(Path(text).resolve())
+    backend = LocalBackend(ModelSource(path, dtype=dtype, device=device), tier="policy")
+    name = f"{meta.policy}@{meta.version} ({meta.stage})"
+    return LearnedPolicy(backend, name=name, max_attempts=max_attempts, decoding=decoding)
