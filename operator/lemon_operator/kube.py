@@ -183,6 +183,16 @@ class Client:
             raise
         return True
 
+    def delete_config_map(self, *, namespace: str, name: str) -> bool:
+        """Delete a ConfigMap; False when it was already gone."""
+        try:
+            self._core.delete_namespaced_config_map(name, namespace)
+        except ApiException as error:
+            if _status_code(error) == 404:
+                return False
+            raise
+        return True
+
     def list_pods(self, *, namespace: str, labels: str) -> Bodies:
         """The pods matching ``labels``, as plain JSON objects (camelCase keys)."""
         answer = self._core.list_namespaced_pod(namespace, label_selector=labels)

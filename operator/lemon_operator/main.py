@@ -103,6 +103,12 @@ def training_changed(namespace: str | None, name: str | None, **_: Any) -> None:
     trainings.reconcile_training(_client(), namespace=namespace, name=name)
 
 
+@kopf.on.delete(*TRAINING, backoff=BACKOFF)
+def training_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    trainings.delete_training(_client(), namespace=namespace, name=name)
+
+
 @kopf.on.event(*PYTORCHJOB, labels=MANAGED)
 def pytorch_job_event(
     type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
@@ -120,6 +126,12 @@ def policy_changed(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
     policies.reconcile_policy(_client(), namespace=namespace, name=name)
     trainings.reconcile_trainings_of_policy(_client(), namespace=namespace, policy=name)
+
+
+@kopf.on.delete(*POLICY, backoff=BACKOFF)
+def policy_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    policies.delete_policy(_client(), namespace=namespace, name=name)
 
 
 @kopf.on.event(*ISVC, labels=MANAGED)

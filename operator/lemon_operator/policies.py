@@ -27,7 +27,7 @@ from lemon.resources import Condition
 from lemon.resources.policy import MAX_VERSIONS, LemonPolicyStatus, PolicySpec, PolicyVersionEntry
 from lemon_operator import kube, manifests, statuses
 
-__all__ = ["Publication", "publish", "reconcile_policy"]
+__all__ = ["Publication", "delete_policy", "publish", "reconcile_policy"]
 
 log = logging.getLogger(__name__)
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
@@ -232,3 +232,14 @@ def _record(
     old = statuses.find_condition(status.get("conditions") or [], "Ready")
     if ready.status == "True" and (old or {}).get("status") != "True":
         client.emit_event(ref, reason="Ready", message=ready.message)
+
+
+def delete_policy(client: kube.Client, *, namespace: str, name: str) -> None:
+    """Delete the policy's InferenceService (owner references do the same where a garbage
+    collector runs; doing it here keeps deletion prompt and independent of it)."""
+    isvc_name = manifests.policy_inference_service_name(name)
+    current = client.get(kube.ISVC, namespace=namespace, name=isvc_name)
+    labels = (current or {}).get("metadata", {}).get("labels") or {}
+    if labels.get(manifests.POLICY_LABEL) == name:
+        client.delete(kube.ISVC, namespace=namespace, name=isvc_name)
+        log.info("%s/%s: deleted InferenceService %s", namespace, name, isvc_name)

@@ -44,12 +44,12 @@ RULES: list[dict[str, Any]] = [
     {  # one PyTorchJob per training (Kubeflow training operator)
         "apiGroups": ["kubeflow.org"],
         "resources": ["pytorchjobs"],
-        "verbs": ["get", "list", "watch", "create"],
+        "verbs": ["get", "list", "watch", "create", "delete"],
     },
     {  # a training's rendered TrainingConfig; the Master pod's termination message (result)
         "apiGroups": [""],
         "resources": ["configmaps"],
-        "verbs": ["create"],
+        "verbs": ["create", "delete"],
     },
     {
         "apiGroups": [""],

@@ -41,7 +41,13 @@ from lemon.resources.training import (
 )
 from lemon_operator import kube, manifests, policies, statuses
 
-__all__ = ["JOB_CONDITIONS", "read_result", "reconcile_training", "reconcile_trainings_of_policy"]
+__all__ = [
+    "JOB_CONDITIONS",
+    "delete_training",
+    "read_result",
+    "reconcile_training",
+    "reconcile_trainings_of_policy",
+]
 
 log = logging.getLogger(__name__)
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
@@ -73,6 +79,18 @@ def reconcile_trainings_of_policy(client: kube.Client, *, namespace: str, policy
         published = statuses.find_condition(status.get("conditions") or [], "Published")
         if status.get("phase") == "Succeeded" and (published or {}).get("status") != "True":
             reconcile_training(client, namespace=namespace, name=item["metadata"]["name"])
+
+
+def delete_training(client: kube.Client, *, namespace: str, name: str) -> None:
+    """Delete the training's PyTorchJob (stopping a run in progress) and its ConfigMap, as the
+    garbage collector would through the owner references, but promptly and without it.
+    Published versions stay: they belong to the policy."""
+    job = client.get(kube.PYTORCHJOBS, namespace=namespace, name=name)
+    labels = (job or {}).get("metadata", {}).get("labels") or {}
+    if labels.get(manifests.TRAINING_LABEL) == name:
+        client.delete(kube.PYTORCHJOBS, namespace=namespace, name=name)
+        log.info("%s/%s: deleted PyTorchJob %s", namespace, name, name)
+    client.delete_config_map(namespace=namespace, name=manifests.config_map_name(name))
 
 
 def _reconcile(client: kube.Client, current: Mapping[str, Any]) -> None:
@@ -142,22 +160,32 @@ def _reconcile(client: kube.Client, current: Mapping[str, Any]) -> None:
         )
         _record(client, ref, status=status, new=new, conditions=[*conditions, waiting])
         return
-    # Succeeded: record what was produced (once), then publish it.
+    # Succeeded: record what was produced (once), then publish it (until it is published).
     version = status.get("producedVersion") or produced_version(name, uid)
     checkpoint, metrics, note = status.get("checkpoint"), status.get("metrics"), ""
-    if checkpoint is None:
-        checkpoint, metrics, note = read_result(client, namespace=namespace, job=name, spec=spec)
-        checkpoint = checkpoint or checkpoint_uri(spec, version)
+    before = statuses.find_condition(status.get("conditions") or [], "Published")
+    if checkpoint is not None and before is not None and before.get("status") == "True":
+        # Done: never publish again (a version removed from the policy by hand stays removed).
+        new |= {"producedVersion": version, "checkpoint": checkpoint, "metrics": metrics}
+        kept = Condition.model_validate(before)
+        _record(client, ref, status=status, new=new, conditions=[*conditions, kept])
+        return
+    first = checkpoint is None
+    if first:
+        found, metrics, note = read_result(client, namespace=namespace, job=name, spec=spec)
+        checkpoint = found or checkpoint_uri(spec, version)
+    checkpoint = str(checkpoint)
     new |= {"producedVersion": version, "checkpoint": checkpoint, "metrics": metrics or {}}
-    publishing = statuses.condition(
-        "Published",
-        False,
-        reason="Publishing",
-        message=f"publishing {version} on LemonPolicy {spec.policy}{note}",
-        generation=generation,
-        at=at,
-    )
-    status = _record(client, ref, status=status, new=new, conditions=[*conditions, publishing])
+    if first:  # step 3: what was produced is in status before the policy hears of it
+        publishing = statuses.condition(
+            "Published",
+            False,
+            reason="Publishing",
+            message=f"publishing {version} on LemonPolicy {spec.policy}{note}",
+            generation=generation,
+            at=at,
+        )
+        status = _record(client, ref, status=status, new=new, conditions=[*conditions, publishing])
     outcome = policies.publish(
         client,
         namespace=namespace,

@@ -267,6 +267,10 @@ def test_success_publishes_one_version_and_rolls_the_policy(
     assert table.split("\n")[0].split()[:4] == ["NAME", "SERVED", "VERSIONS", "READY"]
     assert table.split("\n")[1].split()[:3] == ["router", "base", "2"]
 
+    # Deleting the policy takes its InferenceService along (without a garbage collector here).
+    kubectl("delete", "lpol", "router", "-n", ns, "--timeout=60s")
+    wait(lambda: get(kubectl, ns, "isvc", isvc) is None, what="the policy service deleted")
+
 
 def test_failure_publishes_nothing(kubectl: Kubectl, operator_process: Operator, ns: str) -> None:
     wait = waiter(kubectl, operator_process, ns)
@@ -296,6 +300,11 @@ def test_failure_publishes_nothing(kubectl: Kubectl, operator_process: Operator,
     assert get(kubectl, ns, "isvc", "router-policy") is None
     policy = get(kubectl, ns, "lpol", "router") or {}
     assert condition(policy, "Ready")["reason"] == "NoServedVersion"
+
+    # Deleting the training deletes its job and ConfigMap.
+    kubectl("delete", "ltrain", "grpo-1", "-n", ns, "--timeout=60s")
+    wait(lambda: get(kubectl, ns, "pytorchjob", "grpo-1") is None, what="the job deleted")
+    assert get(kubectl, ns, "configmap", "grpo-1-config") is None
 
 
 def test_a_policy_created_later_gets_the_version_once(
