@@ -31,7 +31,12 @@ __all__ = [
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
-COMMAND_MODULES: tuple[str, ...] = ("lemon.run_cli", "lemon.evaluation_cli", "lemon.eval_cli")
+COMMAND_MODULES: tuple[str, ...] = (
+    "lemon.run_cli",
+    "lemon.evaluation_cli",
+    "lemon.eval_cli",
+    "lemon.teacher_cli",
+)
 """Modules that add subcommands: each defines ``register(subparsers) -> None`` and must be
 cheap to import (heavy imports go inside the command handlers). Handlers take the parsed
 ``argparse.Namespace`` and return an exit code; they may raise :class:`UsageError`."""

@@ -85,7 +85,7 @@ def test_eval_usage_errors(tmp_path: Path) -> None:
     assert run_lemon("eval", "--benchmark", "svamp", "--baseline", "nope").returncode == 2
     policy = run_lemon("eval", "--benchmark", "svamp", "--policy", "x")
     assert policy.returncode == 2
-    assert "training issue" in policy.stderr
+    assert "not a directory (a policy version is a directory)" in policy.stderr
 
 
 def test_report(tmp_path: Path) -> None:

@@ -178,6 +178,23 @@ def _method_spec(settings: EvalSettings, item: Item, fixed: Spec | None) -> tupl
     return baseline_spec(value, task_text(item)), samples
 
 
+def drop_torn_tail(path: Path) -> None:
+    """Cut a last line that an interrupted writer left without its newline, so that appended
+    records start on a line of their own (the torn record's item simply runs again)."""
+    if not path.is_file():
+        return
+    with path.open("rb+") as handle:
+        size = handle.seek(0, 2)
+        if size == 0:
+            return
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        data = handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)
+
+
 def _read_done(path: Path) -> dict[str, dict[str, Any]]:
     done: dict[str, dict[str, Any]] = {}
     if not path.is_file():
@@ -239,6 +256,7 @@ async def evaluate(
     fails to write validly falls back to the template policy's, and the record says so."""
     out_dir.mkdir(parents=True, exist_ok=True)
     items_path = out_dir / "items.jsonl"
+    drop_torn_tail(items_path)
     done = _read_done(items_path)
     todo = [item for item in items if item.id not in done]
     by_id = {item.id: item for item in items}
