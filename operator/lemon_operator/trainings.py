@@ -60,6 +60,10 @@ class _Invalid(ValueError):
     """The training cannot run as written (the message says why)."""
 
 
+class _Waiting(LookupError):
+    """The training cannot start yet (its policy does not exist); the policy's arrival retries."""
+
+
 def reconcile_training(client: kube.Client, *, namespace: str, name: str) -> None:
     """Move the training forward from the state the cluster is in (see the module docstring)."""
     with _locks[f"{namespace}/{name}"]:
@@ -70,14 +74,18 @@ def reconcile_training(client: kube.Client, *, namespace: str, name: str) -> Non
 
 
 def reconcile_trainings_of_policy(client: kube.Client, *, namespace: str, policy: str) -> None:
-    """Reconcile the trainings of ``policy`` that succeeded but are not published yet (the
-    policy appeared or changed since)."""
+    """Reconcile the trainings of ``policy`` waiting for it: not started (their fromVersion
+    needs the policy) or succeeded but not published yet."""
     for item in client.list(kube.TRAININGS, namespace=namespace):
         if (item.get("spec") or {}).get("policy") != policy:
             continue
         status = item.get("status") or {}
         published = statuses.find_condition(status.get("conditions") or [], "Published")
-        if status.get("phase") == "Succeeded" and (published or {}).get("status") != "True":
+        pending = status.get("phase") == "Pending"
+        unpublished = (
+            status.get("phase") == "Succeeded" and (published or {}).get("status") != "True"
+        )
+        if pending or unpublished:
             reconcile_training(client, namespace=namespace, name=item["metadata"]["name"])
 
 
@@ -112,6 +120,18 @@ def _reconcile(client: kube.Client, current: Mapping[str, Any]) -> None:
     if job is None and status.get("phase") not in _TERMINAL:
         try:
             job = _start(client, ref, spec=spec, uid=uid)
+        except _Waiting as error:
+            waiting = statuses.condition(
+                "Published",
+                False,
+                reason="PolicyNotFound",
+                message=f"{error}; the job starts once it exists",
+                generation=generation,
+                at=at,
+            )
+            pending = {"observedGeneration": generation, "phase": "Pending"}
+            _record(client, ref, status=status, new=pending, conditions=[waiting])
+            return
         except _Invalid as error:
             _fail(
                 client,
@@ -235,8 +255,10 @@ def _base_from_version(client: kube.Client, *, namespace: str, spec: TrainingSpe
     if spec.from_version is None:
         return None
     found = client.get(kube.POLICIES, namespace=namespace, name=spec.policy)
+    if found is None:
+        raise _Waiting(f"fromVersion: no LemonPolicy {spec.policy}")
     try:
-        versions = PolicySpec.model_validate((found or {}).get("spec") or {})
+        versions = PolicySpec.model_validate(found.get("spec") or {})
     except ValidationError:
         versions = PolicySpec()
     entry = versions.version(spec.from_version)

@@ -336,14 +336,35 @@ def test_a_policy_created_later_gets_the_version_once(
     wait(lambda: get(kubectl, ns, "isvc", "late-policy"), what="the new version served")
 
 
-def test_invalid_training_fails_without_a_job(
+def test_from_version_waits_for_its_policy_and_an_unknown_version_fails(
     kubectl: Kubectl, operator_process: Operator, ns: str
 ) -> None:
     wait = waiter(kubectl, operator_process, ns)
-    # fromVersion names a version the policy does not have: nothing can start.
+    # Applied before its policy: it waits (no job) instead of failing.
+    grpo = yaml.safe_load(training_manifest("grpo-2", policy="router", stage="grpo"))
+    grpo["spec"]["fromVersion"] = "sft-a"
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(grpo))
+    pending = wait(
+        lambda: (
+            condition(t := get(kubectl, ns, "ltrain", "grpo-2"), "Published").get("reason")
+            == "PolicyNotFound"
+            and t
+        ),
+        what="the training waiting for its policy",
+    )
+    assert pending["status"]["phase"] == "Pending"
+    assert get(kubectl, ns, "pytorchjob", "grpo-2") is None
+    sft = {"name": "sft-a", "checkpoint": "pvc://lemon-output/policies/router/sft-a"}
+    kubectl("apply", "-n", ns, "-f", "-",
+            stdin=policy_manifest("router", versions=[sft], served=None))  # fmt: skip
+    wait(lambda: get(kubectl, ns, "pytorchjob", "grpo-2"), what="the job once the policy exists")
+    config_map = kubectl.json("get", "configmap", "grpo-2-config", "-n", ns)
+    config = TrainingConfig.model_validate(yaml.safe_load(config_map["data"]["train.yaml"]))
+    assert config.base_model == f"{OUTPUT_MOUNT}/policies/router/sft-a"
+
+    # A version the policy does not have: nothing can start.
     manifest = yaml.safe_load(training_manifest("sft-3", policy="router"))
     manifest["spec"]["fromVersion"] = "nope"
-    kubectl("apply", "-n", ns, "-f", "-", stdin=policy_manifest("router", versions=[], served=None))
     kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(manifest))
     done = wait(
         lambda: (
