@@ -85,3 +85,21 @@ def test_eval_specs_only_reports_policy_validity(tiny_policy: Path, tmp_path: Pa
     assert summary["policy_valid_rate"] == 0.0
     assert summary["policy_fallback_rate"] == 1.0
     assert summary["failed_runs"] == 0
+
+
+def test_llm_teacher_against_a_real_model_server(tiny_policy: Path, tmp_path: Path) -> None:
+    """A real OpenAI-compatible server (a random model) is asked few-shot; nothing it writes
+    validates, so nothing is kept and every item is counted as rejected."""
+    server = ModelServer(tiny_policy)
+    out = tmp_path / "llm.jsonl"
+    try:
+        done = run_lemon(
+            "teacher", "llm", "--endpoint", server.url, "--model", "tiny", "--benchmark",
+            "gsm8k", "--limit", "2", "--max-tokens", "32", "--out", str(out), "--json", "-q",
+        )  # fmt: skip
+    finally:
+        server.kill()
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["written"], summary["rejected"]) == (0, 2)
+    assert not out.exists() or out.read_text() == ""
