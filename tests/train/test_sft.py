@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.train.conftest import WriteConfig, run_train, start_train, train_env
 
 pytestmark = pytest.mark.model
@@ -181,3 +185,46 @@ def test_python_m_entry_point_matches_cli(write_config: WriteConfig, tmp_path: P
     assert process.returncode == 0, output[-3000:]
     assert output.strip().splitlines()[-1] == str(tmp_path / "policy" / "v1")
     assert read_policy(tmp_path / "policy" / "v1").stage == "sft"
+
+
+def test_torchrun_two_processes_on_cpu(write_config: WriteConfig, tmp_path: Path) -> None:
+    """DDP over gloo: both ranks train, rank 0 alone publishes and prints the version."""
+    config_path = write_config(hyperparameters={"max_steps": 2, "save_steps": 1})
+    torchrun = Path(sys.executable).with_name("torchrun")
+    result = subprocess.run(
+        [
+            str(torchrun),
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(_free_port()),
+            "-m",
+            "lemon_train",
+            "sft",
+            "--config",
+            str(config_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=train_env(),
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "policy" / "v1"
+    assert result.stdout.splitlines() == [str(out)]  # printed once, by rank 0
+    meta = read_policy(out)
+    assert meta.metrics["steps"] == 2
+    # two ranks of batch 2 share the 16 rows: a step is a quarter epoch (an eighth alone)
+    assert [row["epoch"] for row in _metrics(out) if "loss" in row] == [0.25, 0.5]
+    last = out.with_name("v1.checkpoints") / "checkpoint-2"
+    assert {"rng_state_0.pth", "rng_state_1.pth", "trainer_state.json"} <= {
+        p.name for p in last.iterdir()
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

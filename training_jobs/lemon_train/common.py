@@ -8,6 +8,7 @@ the result also goes (compact, at most 4 KiB) to the termination log when that f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -292,6 +293,8 @@ class AtomicCheckpointMixin:
                 shutil.rmtree(final)
             _fsync_tree(os.path.join(staging, name))
             os.replace(os.path.join(staging, name), final)
+            with contextlib.suppress(OSError):
+                os.rmdir(staging)
             rotate_checkpoints(
                 output_dir=run_dir,
                 save_total_limit=trainer.args.save_total_limit,
