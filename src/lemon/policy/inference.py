@@ -220,16 +220,24 @@ def load_policy(
     dtype: str = "auto",
     device: str = "auto",
 ) -> LearnedPolicy:
-    """A learned policy from a policy-version directory (loaded in-process, lazily) or an
-    OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model)."""
+    """A learned policy from a policy-version directory (loaded in-process, lazily), an
+    OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model), or
+    ``packaged`` (the untrained packaged SmolLM2, the baseline a trained version is compared to)."""
     text = os.fspath(source)
     if text.startswith(("http://", "https://")):
         from lemon.backends.openai import OpenAIBackend
 
         backend: Backend = OpenAIBackend(text, model=model or "policy", tier="policy")
         return LearnedPolicy(backend, name=text, max_attempts=max_attempts, decoding=decoding)
-    from lemon.backends.local import LocalBackend, ModelSource
+    from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
     from lemon.policy.version import read_policy
+
+    if text == "packaged":  # the untrained base model: the "before SFT" policy
+        backend = LocalBackend(ModelSource(PACKAGED, dtype=dtype, device=device), tier="policy")
+        return LearnedPolicy(
+            backend, name="packaged SmolLM2-135M-Instruct (base, untrained)",
+            max_attempts=max_attempts, decoding=decoding,
+        )  # fmt: skip
 
     meta = read_policy(text)  # PolicyVersionError when the directory is not a complete version
     path = str(Path(text).resolve())
