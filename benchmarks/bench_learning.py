@@ -145,7 +145,7 @@ def _grpo(
                 "max_steps": args.steps,
                 "per_device_batch_size": args.tasks_per_step,
                 "group_size": args.group_size,
-                "max_completion_length": 72,
+                "max_completion_length": 48,
                 "temperature": args.temperature,
                 "learning_rate": args.lr,
                 "seed": seed,
@@ -164,10 +164,15 @@ def _grpo(
     wall = time.perf_counter() - started
     curve = _curve(out / config.metrics_file)
     reached = steps_to(curve, 0.9, args.window)
+    milestones = {
+        f"steps_to_{int(target * 100)}": steps_to(curve, target, args.window)
+        for target in (0.5, 0.75)
+    }
     tail = curve[-args.window :] if curve else [0.0]
     return {
         "steps_to_90": reached if reached is not None else args.steps + 1,
         "reached": reached is not None,
+        **milestones,
         "final_optimum_ratio": round(statistics.fmean(tail), 4),
         "first_optimum_ratio": round(curve[0], 4) if curve else None,
         "curve": [round(v, 3) for v in curve],
@@ -208,7 +213,7 @@ def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, An
     wall = time.perf_counter() - started
     count = 8 if args.quick else 128
     rate = invalid_rate(
-        sft_out, seed=2000, count=count, max_tokens=72, temperature=args.temperature
+        sft_out, seed=2000, count=count, max_tokens=48, temperature=args.temperature
     )
     return sft_out, {
         "invalid_rate": rate,

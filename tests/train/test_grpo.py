@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from lemon.training.synthetic import (
     evaluate,
     make_tasks,
     synthetic_messages,
-    teacher_spec,
 )
 from lemon_train.credit import SpanCredit, credit_matrix, span_advantages
 from lemon_train.rewards import SyntheticReward
@@ -87,7 +85,7 @@ def test_reward_credits_land_on_the_edited_field(tiny_policy: Path) -> None:
         spelled = tokenizer.decode([ids[t] for t in credit.tokens])
         field_text = text[mutation.span[0] : mutation.span[1]]
         assert field_text in spelled  # the tokens spell the field ...
-        assert len(spelled) < len(field_text) + 12  # ... and little else
+        assert spelled.count("\n") <= 1  # ... within the field's own line
         mutant = evaluate(mutation.spec, mutation.spec.output or parsed.output, task).reward
         assert credit.delta == pytest.approx(rewards[0] - mutant)
     assert logged["validity"] == 0.5
@@ -164,16 +162,18 @@ def test_span_advantage_moves_gradient_only_on_its_tokens(
 
 
 def _sft_warm_start(tiny_policy: Path, tmp_path: Path) -> Path:
-    """A short SFT on simulator teacher specs so that sampled specs are often valid."""
+    """A short SFT that teaches one valid spec (a checker reading a solver), so that sampled
+    completions are mostly valid and have mutants: fast, and enough for Δc to exist."""
     from lemon_train import sft
 
-    rng = random.Random(0)
+    tasks = make_tasks(64, seed=11)
+    spec = format_spec(canonical_specs(tasks[0])[-1])
     rows = [
         {
             "prompt": synthetic_messages(t),
-            "completion": [{"role": "assistant", "content": teacher_spec(t, rng)}],
+            "completion": [{"role": "assistant", "content": spec}],
         }
-        for t in make_tasks(256, seed=11)
+        for t in tasks
     ]
     data = tmp_path / "sft.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -186,8 +186,8 @@ def _sft_warm_start(tiny_policy: Path, tmp_path: Path) -> Path:
             "output_dir": str(out),
             "termination_log": str(tmp_path / "sft-termination"),
             "hyperparameters": {
-                "max_steps": 60,
-                "per_device_batch_size": 16,
+                "max_steps": 40,
+                "per_device_batch_size": 8,
                 "learning_rate": 1e-2,
                 "save_steps": 1000,
                 "max_length": 256,
@@ -259,3 +259,40 @@ def test_grpo_rejects_bad_data_with_a_located_error(tmp_path: Path, tiny_policy:
     done = run_train("grpo", "--config", str(path))
     assert done.returncode != 0
     assert f"{tasks}:2: a task row is an object with a string 'task'" in done.stderr
+
+
+def test_engine_reward_executes_specs_and_reuses_calls_for_mutants(tiny_policy: Path) -> None:
+    """EngineReward on the scripted profile (the engine's labelled test double): each valid spec
+    runs through the real executor; mutants share the call cache, so unchanged agents are reused."""
+    from lemon_train.common import load_tokenizer
+    from lemon_train.rewards import EngineReward
+
+    tokenizer = load_tokenizer(str(tiny_policy))
+    text = (
+        "agents:\n  - name: solver\n    role: math_solver\n    capacity: medium\n"
+        "  - name: checker\n    role: verifier\n    capacity: small\n"
+        "    depends_on: [solver]\noutput: checker\n"
+    )
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    reward = EngineReward(
+        lambda i: tokenizer.decode(list(i), skip_special_tokens=True),
+        rewards=RewardConfig(),
+        counterfactual=CounterfactualConfig(max_mutants=8),
+        profile="scripted",
+    )
+    rows = {"task": ["What is 6 times 7?"] * 2, "answer": ["42", "41"]}
+    try:
+        rewards = asyncio.run(
+            reward(prompts=[None] * 2, completions=[None] * 2, completion_ids=[ids, ids], **rows)
+        )
+    finally:
+        asyncio.run(reward.aclose())
+    # the scripted double answers "The answer is 42.": right for row 0, wrong for row 1
+    assert rewards[0] - rewards[1] == pytest.approx(1.0)
+    credits = reward.take_pending(2)
+    kinds = sorted(c.kind for c in credits[0])
+    assert kinds == ["downgrade_capacity", "drop_dependency"]
+    assert reward.cache.hits >= 2  # each mutant reuses the agent it did not change
+    tokens = {c.kind: tokenizer.decode([ids[t] for t in c.tokens]) for c in credits[0]}
+    assert "medium" in tokens["downgrade_capacity"]
+    assert "solver" in tokens["drop_dependency"]

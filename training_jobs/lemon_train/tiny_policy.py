@@ -1,10 +1,14 @@
 """A tiny policy for the simulator on CPU: a small byte-level BPE tokenizer and a tiny Llama.
 
 SmolLM2's 49k-token vocabulary makes the output layer (and TRL's per-token entropy over it)
-dominate a tiny model's step on a shared CPU. For the synthetic environment a byte-level BPE
-trained on the simulator's own prompts and specs (a few hundred tokens) spells every spec in
-fewer, cheaper tokens and still decodes any byte sequence exactly, so span → token mapping
-works as with any real tokenizer. Same chat roles and ``<|im_end|>`` end of turn as SmolLM2.
+dominate a tiny model's step on a shared CPU, and a tiny model spelling ``capacity: large``
+in five sub-word tokens often wrote a value that did not match its key. For the simulator, a
+byte-level BPE (about 850 tokens) is trained on the simulator's own prompts and specs, with
+merges allowed across spaces inside a line but never across a line break or a space after a
+word: a spec line such as ``    capacity: large`` becomes one token (one decision), task words
+stay separate tokens, and any byte sequence still decodes exactly, so span → token mapping works
+as with any tokenizer (a field's credit lands on its line's token). Same chat roles and
+``<|im_end|>`` end of turn as SmolLM2.
 """
 
 from __future__ import annotations
@@ -42,11 +46,17 @@ def synthetic_corpus(count: int = 2000, *, seed: int = 0) -> list[str]:
 
 def train_tokenizer(vocab_size: int = 1024, *, seed: int = 0) -> Any:
     """A byte-level BPE ``PreTrainedTokenizerFast`` trained on :func:`synthetic_corpus`."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split("\n", behavior="merged_with_previous"),
+            pre_tokenizers.Split(Regex(r"(?<=[A-Za-z,;]) "), behavior="merged_with_next"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
