@@ -32,6 +32,7 @@ def _token(path: str | None) -> str | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from lemon.run_cli import open_policy
     from lemon_service.config import ConfigError, Limits, ServerConfig, TlsFiles
     from lemon_service.server import serve
 
@@ -63,7 +64,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
-        asyncio.run(serve(config))
+        policy = open_policy(args) if args.policy is not None else None
+        asyncio.run(serve(config, policy=policy))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -74,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register_serve(sub: Any) -> None:
+    from lemon.run_cli import add_policy_options
     from lemon_service.config import DEFAULT_PORT, Limits
 
     d = Limits()
@@ -110,6 +113,7 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--max-run-s", type=float, default=d.max_run_s, help="a run's budget")
     p.add_argument("--max-tokens", type=int, default=d.max_tokens, help="per agent")
     p.add_argument("--max-attempts", type=int, default=d.max_attempts, help="per model call")
+    add_policy_options(p)  # the same --policy flags as lemon run: who writes Orchestrate's specs
     p.set_defaults(handler=cmd_serve)
 
 

@@ -13,6 +13,7 @@ from lemon.engine.executor import ExecutionOptions
 from lemon.engine.results import RunResult
 from lemon.engine.runner import run_task
 from lemon.engine.trace import TraceWriter
+from lemon.policy.inference import SpecPolicy
 from lemon.profiles import CapacityProfile, build_backends, close_backends
 from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary, default_roles
@@ -89,11 +90,18 @@ class Engine:
     """Runs requests on one capacity profile; backends live as long as the server."""
 
     def __init__(
-        self, profile: CapacityProfile, *, limits: Limits, roles: RoleLibrary | None = None
+        self,
+        profile: CapacityProfile,
+        *,
+        limits: Limits,
+        roles: RoleLibrary | None = None,
+        policy: SpecPolicy | None = None,
     ) -> None:
         self.profile = profile
         self.limits = limits
         self.roles = roles or default_roles()
+        self.policy = policy
+        """Writes the spec for Orchestrate (None: the template policy); shared by all calls."""
         self.backends: Mapping[Capacity, Backend] = build_backends(profile)
         self.admission = Admission(running=limits.max_concurrency, waiting=limits.max_waiting)
 
@@ -127,7 +135,10 @@ class Engine:
                 trace=trace,
                 backends=self.backends,
                 template_variant=request.template,
+                policy=self.policy,
             )
 
     async def aclose(self) -> None:
         await close_backends(self.backends)
+        if self.policy is not None:
+            await self.policy.aclose()

@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from lemon.engine.runner import profile_note
+from lemon.policy.inference import SpecPolicy
 from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
 from lemon_service.config import ConfigError, ServerConfig
@@ -54,9 +55,9 @@ class _Reflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]
 class Server:
     """A started server; ``port`` is the bound one (useful with port 0)."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, *, policy: SpecPolicy | None = None) -> None:
         self.config = config
-        self.engine = Engine(config.capacity_profile(), limits=config.limits)
+        self.engine = Engine(config.capacity_profile(), limits=config.limits, policy=policy)
         limits = config.limits
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (
             [BearerTokenInterceptor(config.token)] if config.token is not None else []
@@ -102,15 +103,16 @@ class Server:
         await self.engine.aclose()
 
 
-async def serve(config: ServerConfig) -> None:
-    """Serve until SIGTERM or SIGINT."""
-    server = Server(config)
+async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; ``policy`` writes Orchestrate's specs (None: template)."""
+    server = Server(config, policy=policy)
     await server.start()
     scheme = "plaintext" if config.tls is None else ("mTLS" if config.tls.client_ca else "TLS")
     auth = "bearer token required" if config.token is not None else "no auth"
     print(
         f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}); "
-        f"{profile_note(server.engine.profile, server.engine.backends)}",
+        f"{profile_note(server.engine.profile, server.engine.backends)}; "
+        f"specs by {policy.label if policy is not None else 'the template policy'}",
         file=sys.stderr,
         flush=True,
     )

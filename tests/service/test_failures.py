@@ -131,3 +131,29 @@ def test_runs_on_a_live_http_tier_succeed(tier: OpenAIServer, service: ServeProc
     response = asyncio.run(orchestrate())
     assert response.status == "succeeded"  # type: ignore[attr-defined]
     assert tier.count("answered") == len(response.agents)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("tier", [0.05], indirect=True)
+def test_policy_passthrough_asks_the_policy_endpoint(
+    tier: OpenAIServer, service_logs: Path
+) -> None:
+    """``lemon serve --policy URL``: Orchestrate asks the policy endpoint for the spec (here
+    it answers prose, not a spec, so the run falls back to the template policy, and says so)."""
+    server = ServeProcess(
+        "--profile", "scripted", "--policy", tier.url, "--policy-model", "test",
+        "--policy-attempts", "2",
+        log_dir=service_logs,
+    )  # fmt: skip
+    try:
+
+        async def orchestrate() -> object:
+            async with LemonClient(ClientConfig(target=server.target)) as client:
+                return await client.orchestrate(TASK, timeout=60)
+
+        response = asyncio.run(orchestrate())
+        origin = response.spec_origin  # type: ignore[attr-defined]
+        assert response.status == "succeeded"  # type: ignore[attr-defined]
+        assert "fallback after 2 invalid attempt(s)" in origin
+        assert tier.count("answered") == 2  # both attempts reached the policy endpoint
+    finally:
+        server.stop()
