@@ -170,3 +170,25 @@ def test_distributed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORLD_SIZE", "two")
     with pytest.raises(DistributedError, match=r"\$WORLD_SIZE='two': not an integer"):
         current()
+
+
+def test_base_model_errors_are_located(tmp_path: Path) -> None:
+    from lemon_train.common import resolve_base
+
+    with pytest.raises(TrainingError, match=r"base_model: \./nowhere: no such directory"):
+        resolve_base("./nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TrainingError, match=r"without config\.json or policy\.json"):
+        resolve_base(str(tmp_path / "empty"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(TrainingError, match="not a directory"):
+        resolve_base(str(tmp_path / "file"))
+    broken = tmp_path / "version"
+    broken.mkdir()
+    (broken / "policy.json").write_text('{"version": "1", "stage": "sft", "base_model": "x"}')
+    with pytest.raises(TrainingError, match=r"base_model: .*no model\.safetensors"):
+        resolve_base(str(broken))
+    assert resolve_base("HuggingFaceTB/SmolLM2-135M-Instruct") == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        None,
+    )
