@@ -23,7 +23,7 @@ pytest.importorskip("trl")
 
 from lemon.policy.version import read_policy  # noqa: E402
 from lemon.training.config import load_config  # noqa: E402
-from lemon_train.common import load_model_and_tokenizer  # noqa: E402
+from lemon_train.common import TrainingError, load_model_and_tokenizer  # noqa: E402
 from lemon_train.sft import build_trainer, run  # noqa: E402
 
 COMPLETE = ("model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
@@ -228,3 +228,9 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_rows_whose_prompt_fills_max_length(write_config: WriteConfig) -> None:
+    config = load_config(write_config(hyperparameters={"max_length": 64}))
+    with pytest.raises(TrainingError, match=r"every row's prompt fills max_length \(64 tokens\)"):
+        build_trainer(config)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,18 @@ def build_trainer(
         callbacks=[metrics],
     )
     quiet_stdout(trainer)
+    kept = len(trainer.train_dataset) if trainer.train_dataset is not None else 0
+    if kept == 0:
+        raise TrainingError(
+            f"data: {config.data}: every row's prompt fills max_length "
+            f"({config.hyperparameters.max_length} tokens): no completion token left to train on"
+        )
+    if kept < len(rows) and is_main:
+        print(
+            f"lemon train: {len(rows) - kept} of {len(rows)} rows dropped: their prompt fills "
+            f"max_length ({config.hyperparameters.max_length} tokens)",
+            file=sys.stderr,
+        )
     return trainer, metrics, tokenizer
 
 
