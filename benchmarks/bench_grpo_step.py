@@ -16,6 +16,7 @@ Run: ``lemon bench grpo-step --json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -150,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    with tempfile.TemporaryDirectory(prefix="lemon-bench-grpo-step-") as temp:
+    with (
+        tempfile.TemporaryDirectory(prefix="lemon-bench-grpo-step-") as temp,
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         setup = build(args, Path(temp))
         optimizers = {
             name: torch.optim.AdamW(setup[name].model.parameters(), lr=1e-4)

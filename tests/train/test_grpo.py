@@ -214,7 +214,8 @@ def test_lemon_train_grpo_publishes_a_version_with_delta_metrics(
             "max_steps": 2,
             "per_device_batch_size": 2,
             "group_size": 4,
-            "max_completion_length": 72,
+            "max_completion_length": 48,
+            "temperature": 0.3,  # the short warm start is right in argmax, not yet sharp
             "learning_rate": 1e-3,
             "save_steps": 1,
         },
