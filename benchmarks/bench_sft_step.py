@@ -32,11 +32,10 @@ def _rows(tokenizer: Any, count: int, length: int) -> list[dict[str, Any]]:
         spec = parsed[index % len(parsed)]
         completion = [{"role": "assistant", "content": spec_completion(spec.spec, spec.output)}]
         task = f"Problem {index}: a shop sells pens at 3 dollars each."
-        while True:
+        for _ in range(4 * length):
             prompt = policy_messages(task)
-            ids = tokenizer.apply_chat_template(prompt + completion, tokenize=True)
-            size = len(ids["input_ids"] if isinstance(ids, dict) else ids)
-            if size >= length:
+            text = tokenizer.apply_chat_template(prompt + completion, tokenize=False)
+            if len(tokenizer(text, add_special_tokens=False)["input_ids"]) >= length:
                 break
             task += " Each customer buys a different number of pens and pays in cash."
         rows.append({"prompt": prompt, "completion": completion})
