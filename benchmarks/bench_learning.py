@@ -58,6 +58,13 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         "--reuse-sft", action="store_true", help="keep an SFT version already in --workdir"
     )
     parser.add_argument("--save", action="store_true", help=f"write the result under {RESULTS}")
+    parser.add_argument("--name", default="result", help="file name (NAME.json) for --save")
+    parser.add_argument(
+        "--token-cost",
+        type=float,
+        default=None,
+        help="R_orch cost per 1,000 worker tokens (default: RewardConfig's)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.sft_steps, args.steps = 1, 8, 2
@@ -152,6 +159,7 @@ def _grpo(
                 "save_steps": 10_000,
                 "loss_type": "dapo",
             },
+            "rewards": {} if args.token_cost is None else {"token_cost": args.token_cost},
             "counterfactual": {
                 "enabled": counterfactual,
                 "lambda_cf": args.lambda_cf,
@@ -277,14 +285,15 @@ def main(argv: list[str] | None = None) -> int:
                 "hidden",
                 "window",
                 "threads",
+                "token_cost",
             )
         },
         "wall_s": round(time.perf_counter() - started, 1),
     }
     if args.save:
         RESULTS.mkdir(parents=True, exist_ok=True)
-        target = RESULTS / "result.json"
-        temp_path = target.with_name(".result.json.tmp")
+        target = RESULTS / f"{args.name}.json"
+        temp_path = target.with_name(f".{args.name}.json.tmp")
         temp_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         temp_path.replace(target)
     if args.json:
