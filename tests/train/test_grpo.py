@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,60 @@ def test_engine_reward_executes_specs_and_reuses_calls_for_mutants(tiny_policy: 
     tokens = {c.kind: tokenizer.decode([ids[t] for t in c.tokens]) for c in credits[0]}
     assert "medium" in tokens["downgrade_capacity"]
     assert "solver" in tokens["drop_dependency"]
+
+
+def test_mutation_kinds_and_the_counterfactual_switch(tiny_policy: Path) -> None:
+    """``counterfactual.kinds`` limits the mutants; ``enabled: false`` leaves no span credit."""
+    from lemon.spec.mutations import MutationKind
+    from lemon_train.common import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_policy))
+    task = make_tasks(1, seed=5)[0]
+    ids = tokenizer(format_spec(canonical_specs(task)[-1]), add_special_tokens=False)["input_ids"]
+    row = {key: [value] for key, value in _row(task).items()}
+
+    def credits(config: CounterfactualConfig) -> list[SpanCredit]:
+        reward = SyntheticReward(tokenizer.decode, rewards=RewardConfig(), counterfactual=config)
+        asyncio.run(reward(prompts=[None], completions=[None], completion_ids=[ids], **row))
+        return reward.take_pending(1)[0]
+
+    only = credits(CounterfactualConfig(kinds=[MutationKind.DOWNGRADE_CAPACITY], max_mutants=64))
+    assert {c.kind for c in only} == {"downgrade_capacity"}
+    assert len(only) == 2  # solver and checker are both large
+    assert credits(CounterfactualConfig(enabled=False)) == []
+    assert len(credits(CounterfactualConfig(max_mutants=2))) == 2  # K caps the mutants
+
+
+def test_grpo_resumes_from_its_last_checkpoint(tiny_policy: Path, tmp_path: Path) -> None:
+    """A rerun with a higher max_steps continues from the newest checkpoint (in-process)."""
+    from lemon_train import grpo
+
+    def config(steps: int) -> TrainingConfig:
+        return TrainingConfig.model_validate(
+            {
+                "stage": "grpo",
+                "base_model": str(tiny_policy),
+                "data": "synthetic:8",
+                "output_dir": str(tmp_path / "v1"),
+                "termination_log": str(tmp_path / "termination-log"),
+                "hyperparameters": {
+                    "max_steps": steps,
+                    "per_device_batch_size": 1,
+                    "group_size": 2,
+                    "max_completion_length": 8,
+                    "save_steps": 1,
+                },
+            }
+        )
+
+    first = grpo.run(config(1))
+    assert read_policy(first).metrics["resumed_from_step"] is None
+    shutil.rmtree(first)  # the version is published; the checkpoints stay beside it
+    second = grpo.run(config(2))
+    meta = read_policy(second)
+    assert meta.metrics["resumed_from_step"] == 1
+    assert meta.metrics["steps"] == 2
+    steps = [
+        json.loads(line)["step"] for line in (second / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert set(steps) == {2}  # only the step trained after resuming
