@@ -60,6 +60,11 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--save", action="store_true", help=f"write the result under {RESULTS}")
     parser.add_argument("--name", default="result", help="file name (NAME.json) for --save")
     parser.add_argument(
+        "--kinds",
+        default="drop_dependency,rollback_role,downgrade_capacity",
+        help="mutation kinds of the counterfactual arm (comma-separated)",
+    )
+    parser.add_argument(
         "--token-cost",
         type=float,
         default=None,
@@ -164,6 +169,7 @@ def _grpo(
                 "enabled": counterfactual,
                 "lambda_cf": args.lambda_cf,
                 "max_mutants": args.max_mutants,
+                "kinds": [kind for kind in args.kinds.split(",") if kind],
             },
         }
     )
@@ -286,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 "window",
                 "threads",
                 "token_cost",
+                "kinds",
             )
         },
         "wall_s": round(time.perf_counter() - started, 1),
