@@ -36,7 +36,10 @@ __all__ = [
     "load_policy",
 ]
 
-DEFAULT_DECODING = Decoding(max_tokens=384, temperature=0.0, stop=("\n\n\n",))
+DEFAULT_DECODING = Decoding(max_tokens=384, temperature=0.0, stop=("\n\n",))
+"""Greedy, and stop at the first blank line: the canonical layout has none, and a policy that
+wrote a complete spec and then kept talking ("Answer: ...") would otherwise spoil a valid spec
+(most invalid specs of the first real-data SFT policy were that; see the README's figures)."""
 
 
 @dataclass(frozen=True, slots=True)
