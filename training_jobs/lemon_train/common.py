@@ -166,14 +166,30 @@ def tiny_test_model(
     Idempotent: an existing directory with ``config.json`` is returned as it is; otherwise the
     model is written to a temporary sibling and renamed into place.
     """
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from lemon.backends.local import _converted_packaged
 
     target = Path(directory)
     if (target / "config.json").is_file():
         return target
     tokenizer = AutoTokenizer.from_pretrained(str(_converted_packaged("bfloat16")))
+    return save_tiny_llama(
+        target, tokenizer, hidden_size=hidden_size, layers=layers, max_positions=4096, seed=seed
+    )
+
+
+def save_tiny_llama(
+    target: Path,
+    tokenizer: Any,
+    *,
+    hidden_size: int,
+    layers: int,
+    max_positions: int,
+    seed: int,
+) -> Path:
+    """A random Llama sized for ``tokenizer``, written with it to a temporary sibling of
+    ``target`` and renamed into place (a concurrent writer that wins the race is kept)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
@@ -181,7 +197,7 @@ def tiny_test_model(
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=4096,
+        max_position_embeddings=max_positions,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -234,6 +250,51 @@ def latest_checkpoint(config: TrainingConfig) -> Path | None:
         if entry.is_dir() and (match := _CHECKPOINT.match(entry.name))
     ]
     return max(found)[1] if found else None
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    """The optimiser step a ``checkpoint-N`` directory was saved at."""
+    return int(checkpoint.name.rsplit("-", 1)[1])
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics logged up to ``step`` (the checkpoint a resumed run starts from)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # the line a kill cut short
+            continue
+        if isinstance(row, dict) and row.get("step", 0) <= step:
+            kept.append(line)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    temp.replace(path)
+
+
+def start_run(config: TrainingConfig, stage: str) -> tuple[DistInfo, Path, Path | None, Path]:
+    """What both stages do first: check the stage, join the process group, find the checkpoint
+    to resume from, and (rank 0) prepare the staging directory: fresh for a new run, or with the
+    metrics logged after the checkpoint cut (they will be logged again). Returns the process
+    info, the staging directory, the checkpoint (or None) and the metrics file."""
+    if config.stage != stage:
+        raise TrainingError(f"stage: {config.stage!r}: `lemon train {stage}` needs stage: {stage}")
+    info = init_from_env()
+    staging = staging_dir(config)
+    resume = latest_checkpoint(config)
+    metrics_path = staging / config.metrics_file
+    if info.is_main:
+        if resume is None:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not config.resume:
+                shutil.rmtree(checkpoints_dir(config), ignore_errors=True)
+        else:
+            truncate_metrics(metrics_path, checkpoint_step(resume))
+        staging.mkdir(parents=True, exist_ok=True)
+    barrier()
+    return info, staging, resume, metrics_path
 
 
 def data_sha256(data: str) -> str:

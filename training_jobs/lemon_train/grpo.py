@@ -22,7 +22,6 @@ short prompts) or JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (pro
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -36,13 +35,13 @@ from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,
     TrainingError,
+    checkpoint_step,
     checkpoints_dir,
-    init_from_env,
-    latest_checkpoint,
     load_model_and_tokenizer,
     parent_of,
     publish_version,
     staging_dir,
+    start_run,
 )
 from lemon_train.credit import credit_matrix, span_advantages, span_share
 from lemon_train.distributed import barrier
@@ -252,21 +251,7 @@ def summarise(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(config: TrainingConfig) -> Path:
     """Train, publish the version at ``config.output_dir`` (rank 0) and return its path."""
-    if config.stage != "grpo":
-        raise TrainingError(f"stage: {config.stage!r}: `lemon train grpo` needs stage: grpo")
-    info = init_from_env()
-    staging = staging_dir(config)
-    resume = latest_checkpoint(config)
-    metrics_path = staging / config.metrics_file
-    if info.is_main:
-        if resume is None:
-            shutil.rmtree(staging, ignore_errors=True)
-            if not config.resume:
-                shutil.rmtree(checkpoints_dir(config), ignore_errors=True)
-        else:  # steps logged after the checkpoint will be logged again
-            _truncate_metrics(metrics_path, int(resume.name.rsplit("-", 1)[1]))
-        staging.mkdir(parents=True, exist_ok=True)
-    barrier()
+    info, staging, resume, metrics_path = start_run(config, "grpo")
     trainer, metrics, tokenizer = build_trainer(
         config, metrics_path=metrics_path, is_main=info.is_main
     )
@@ -292,7 +277,7 @@ def run(config: TrainingConfig) -> Path:
             "lambda_cf": config.counterfactual.lambda_cf,
             "kinds": [kind.value for kind in config.counterfactual.kinds],
             "loss_type": config.hyperparameters.loss_type,
-            "resumed_from_step": int(resume.name.rsplit("-", 1)[1]) if resume else None,
+            "resumed_from_step": checkpoint_step(resume) if resume else None,
             "runtime_s": output.metrics.get("train_runtime"),
         }
         publish_version(
@@ -300,17 +285,3 @@ def run(config: TrainingConfig) -> Path:
         )
     barrier()
     return final
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Keep the metrics logged up to ``step`` (the checkpoint a resumed run starts from)."""
-    if not path.is_file():
-        return
-    kept = [
-        line
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and json.loads(line).get("step", 0) <= step
-    ]
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    temp.replace(path)

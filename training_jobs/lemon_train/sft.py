@@ -12,7 +12,6 @@ rerun with the same ``output_dir`` resumes from the newest one.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,14 +24,14 @@ from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,
     TrainingError,
+    checkpoint_step,
     checkpoints_dir,
-    init_from_env,
-    latest_checkpoint,
     load_model_and_tokenizer,
     parent_of,
     publish_version,
     quiet_stdout,
     staging_dir,
+    start_run,
 )
 from lemon_train.distributed import barrier
 
@@ -199,21 +198,7 @@ def build_trainer(
 
 def run(config: TrainingConfig) -> Path:
     """Train, publish the version at ``config.output_dir`` (rank 0) and return its path."""
-    if config.stage != "sft":
-        raise TrainingError(f"stage: {config.stage!r}: `lemon train sft` needs stage: sft")
-    info = init_from_env()
-    staging = staging_dir(config)
-    resume = latest_checkpoint(config)
-    metrics_path = staging / config.metrics_file
-    if info.is_main:
-        if resume is None:
-            shutil.rmtree(staging, ignore_errors=True)
-            if not config.resume:
-                shutil.rmtree(checkpoints_dir(config), ignore_errors=True)
-        else:  # steps logged after the checkpoint will be logged again
-            _truncate_metrics(metrics_path, _checkpoint_step(resume))
-        staging.mkdir(parents=True, exist_ok=True)
-    barrier()
+    info, staging, resume, metrics_path = start_run(config, "sft")
     trainer, metrics, tokenizer = build_trainer(
         config, metrics_path=metrics_path, is_main=info.is_main
     )
@@ -231,7 +216,7 @@ def run(config: TrainingConfig) -> Path:
             "steps": trainer.state.global_step,
             "num_tokens": metrics.last.get("num_tokens"),
             "rows": len(trainer.train_dataset) if trainer.train_dataset is not None else None,
-            "resumed_from_step": _checkpoint_step(resume) if resume else None,
+            "resumed_from_step": checkpoint_step(resume) if resume else None,
             "runtime_s": output.metrics.get("train_runtime"),
         }
         publish_version(
@@ -239,24 +224,3 @@ def run(config: TrainingConfig) -> Path:
         )
     barrier()
     return final
-
-
-def _checkpoint_step(checkpoint: Path) -> int:
-    return int(checkpoint.name.rsplit("-", 1)[1])
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Keep the metrics logged up to ``step`` (the checkpoint a resumed run starts from)."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # the line a kill cut short
-            continue
-        if isinstance(row, dict) and row.get("step", 0) <= step:
-            kept.append(line)
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    temp.replace(path)

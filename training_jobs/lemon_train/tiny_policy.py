@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -89,36 +87,12 @@ def tiny_policy_model(
     Idempotent (an existing ``config.json`` is kept); written to a temporary sibling and
     renamed into place, like :func:`lemon_train.common.tiny_test_model`.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from lemon_train.common import save_tiny_llama
 
     target = Path(directory)
     if (target / "config.json").is_file():
         return target
     tokenizer = train_tokenizer(vocab_size, seed=seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
+    return save_tiny_llama(
+        target, tokenizer, hidden_size=hidden_size, layers=layers, max_positions=1024, seed=seed
     )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        model.save_pretrained(temp)
-        tokenizer.save_pretrained(temp)
-        os.replace(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        if not (target / "config.json").is_file():
-            raise
-    return target
