@@ -3,9 +3,10 @@
 The in-process backend gathers concurrent calls into one ``generate`` (left-padded). This
 times 4 agent calls made together (one batch) against the same 4 calls made one at a time,
 interleaved over rounds, on the packaged SmolLM2-135M-Instruct (converted once from the GGUF
-to a cached bf16 safetensors copy, loaded in bf16 unless ``--dtype`` says otherwise). ``ratio`` is
-batched tokens/s over one-at-a-time tokens/s (goal ≥ 3). The first load (GGUF conversion)
-and a warm-up call are excluded.
+to a cached bf16 safetensors copy, then loaded in the default dtype unless ``--dtype`` says
+otherwise: int8 weights on the CPU, bfloat16 on CUDA). ``ratio`` is batched tokens/s over
+one-at-a-time tokens/s (goal ≥ 3). The first load (GGUF conversion) and a warm-up call are
+excluded. ``lemon bench quantization`` runs this for int8 and bfloat16 side by side.
 
 Run: ``lemon bench batching --json``.
 """
@@ -54,7 +55,8 @@ async def run(max_tokens: int, rounds: int, dtype: str) -> dict[str, object]:
     return {
         "benchmark": "batching",
         "model": "SmolLM2-135M-Instruct (packaged, in-process)",
-        "dtype": dtype,
+        "dtype": source.resolved_dtype(),
+        "device": source.resolved_device(),
         "agents_per_level": len(requests),
         "max_tokens": max_tokens,
         "load_s": round(load_s, 2),
@@ -71,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
+    parser.add_argument(
+        "--dtype", default="auto", choices=["auto", "bfloat16", "float32", "float16", "int8"]
+    )
     args = parser.parse_args(argv)
     result = asyncio.run(run(args.max_tokens, args.rounds, args.dtype))
     if args.json:

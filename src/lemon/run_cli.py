@@ -227,8 +227,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--dtype",
         default="auto",
-        choices=["auto", "bfloat16", "float32", "float16"],
-        help="auto: bfloat16",
+        choices=["auto", "bfloat16", "float32", "float16", "int8"],
+        help="auto: int8 weights on the CPU, bfloat16 on CUDA",
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
