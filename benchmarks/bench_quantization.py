@@ -102,27 +102,23 @@ def main(argv: list[str] | None = None) -> int:
         for d in dtypes
     }
     same = {d: asyncio.run(invariance(d, args.max_tokens)) for d in dtypes}
+    batched = round(
+        speed["int8"]["batched_tokens_per_s"] / speed["bfloat16"]["batched_tokens_per_s"], 3
+    )
+    single = round(
+        speed["int8"]["one_at_a_time_tokens_per_s"]
+        / speed["bfloat16"]["one_at_a_time_tokens_per_s"],
+        3,
+    )
     result = {
         "benchmark": "quantization",
         "model": "SmolLM2-135M-Instruct (packaged, in-process, CPU)",
         "perplexity": ppl,
         "perplexity_items": len(chats),
         "speed": speed,
-        "int8_over_bfloat16": {
-            "one_at_a_time": round(
-                speed["int8"]["one_at_a_time_tokens_per_s"]
-                / speed["bfloat16"]["one_at_a_time_tokens_per_s"],
-                3,
-            ),
-            "batched": round(
-                speed["int8"]["batched_tokens_per_s"] / speed["bfloat16"]["batched_tokens_per_s"],
-                3,
-            ),
-        },
+        "int8_over_bfloat16": {"one_at_a_time": single, "batched": batched},
         "batched_equals_alone": same,
-        "ratio": round(
-            speed["int8"]["batched_tokens_per_s"] / speed["bfloat16"]["batched_tokens_per_s"], 3
-        ),
+        "ratio": batched,
         "repeats": args.repeats,
     }
     if args.json:

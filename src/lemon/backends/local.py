@@ -19,6 +19,7 @@ back with ``tolist()``, and the int8 layers are imported when a model is loaded.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
 import tempfile
@@ -50,8 +51,8 @@ class ModelSource:
     """``auto``, ``bfloat16``, ``float32``, ``float16`` or ``int8`` (int8 weights per output
     channel, bfloat16 activations; CPU only, see :mod:`lemon.backends.int8`). ``auto`` is int8
     on the CPU and bfloat16 on CUDA. Measured side by side on this 2-core AVX2 machine
-    (``lemon bench quantization``): int8 decodes one sequence about 1.2× and a batch of 4 about
-    2× faster than bfloat16, with the same perplexity and batch-invariant greedy outputs."""
+    (``lemon bench quantization``): int8 decodes one sequence about 1.1-1.2× and a batch of 4
+    about 1.8× faster than bfloat16, with the same perplexity and batch-invariant greedy outputs."""
     device: str = "auto"
     """``auto`` (CUDA when transformers sees a GPU, else the CPU), ``cpu`` or ``cuda``."""
 
@@ -60,21 +61,22 @@ class ModelSource:
             return self.dtype
         return "int8" if self.resolved_device() == "cpu" else "bfloat16"
 
-    def load_dtype(self) -> str:
-        """The dtype the checkpoint is loaded in (int8 quantizes a bfloat16 load)."""
-        dtype = self.resolved_dtype()
-        return "bfloat16" if dtype == "int8" else dtype
-
     def resolved_device(self) -> str:
         if self.device != "auto":
             return self.device
-        from transformers.utils.import_utils import is_torch_cuda_available
-
-        return "cuda" if is_torch_cuda_available() else "cpu"
+        return "cuda" if _cuda_available() else "cpu"
 
     @property
     def is_packaged(self) -> bool:
         return self.name == PACKAGED
+
+
+@functools.cache
+def _cuda_available() -> bool:
+    """Asked once per process: backends resolve ``auto`` on every call's cache key."""
+    from transformers.utils.import_utils import is_torch_cuda_available
+
+    return bool(is_torch_cuda_available())
 
 
 def _converted_packaged(dtype: str = "bfloat16") -> Path:
@@ -213,6 +215,9 @@ def load_model(source: ModelSource) -> LocalModel:
     with _LOAD_LOCK:
         if source in _MODELS:
             return _MODELS[source]
+        dtype, device = source.resolved_dtype(), source.resolved_device()
+        if dtype == "int8" and device != "cpu":
+            raise ValueError(f"dtype int8 runs on the CPU only, not on {device}; use bfloat16")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = str(_converted_packaged("bfloat16")) if source.is_packaged else source.name
@@ -220,11 +225,10 @@ def load_model(source: ModelSource) -> LocalModel:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        device = source.resolved_device()
-        if source.resolved_dtype() == "int8" and device != "cpu":
-            raise ValueError(f"dtype int8 runs on the CPU only, not on {device}; use bfloat16")
-        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=source.load_dtype())
-        if source.resolved_dtype() == "int8":
+        # int8 quantizes a bfloat16 load
+        load_dtype = "bfloat16" if dtype == "int8" else dtype
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype)
+        if dtype == "int8":
             from lemon.backends.int8 import quantize_linears
 
             quantize_linears(model)
