@@ -20,7 +20,7 @@ import statistics
 import time
 
 from lemon.backends.base import Decoding, GenerationRequest, Message
-from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
+from lemon.backends.local import DTYPES, PACKAGED, LocalBackend, ModelSource
 
 PROMPTS = [
     "Tom has 3 apples and buys 4 more. How many apples does he have? Think step by step.",
@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--dtype", default="auto", choices=["auto", "bfloat16", "float32", "float16", "int8"]
-    )
+    parser.add_argument("--dtype", default="auto", choices=DTYPES)
     args = parser.parse_args(argv)
     result = asyncio.run(run(args.max_tokens, args.rounds, args.dtype))
     if args.json:

@@ -1,8 +1,9 @@
-"""int8 weights against bfloat16 on the packaged model: quality, speed, batch invariance.
+"""Weight-only CPU dtypes against bfloat16 on the packaged model: quality, speed, batch invariance.
 
-The CPU default (``dtype: auto``) stores the linear layers' weights as int8 per output channel
-with bfloat16 activations (:mod:`lemon.backends.int8`). This measures, for each dtype side by
-side on the packaged SmolLM2-135M-Instruct:
+The CPU default (``dtype: auto``) packs the linear layers' weights for fbgemm's float16 GEMM
+with float32 activations (``float16-weights``), or stores them as int8 per output channel with
+bfloat16 activations where fbgemm cannot run (:mod:`lemon.backends.cpu_linear`). This measures,
+for bfloat16, int8 and float16-weights side by side on the packaged SmolLM2-135M-Instruct:
 
 - quality: per-token perplexity of worked GSM8K *training* solutions (question and answer in
   the chat format; ``--items`` of them, read through ``LEMON_DATA_DIR``);
@@ -11,7 +12,8 @@ side on the packaged SmolLM2-135M-Instruct:
 - batch invariance: whether each of the 4 benchmark prompts decodes greedily to the same
   text in a batch of 4 as alone.
 
-``ratio`` is int8's batched tokens/s over bfloat16's. Run: ``lemon bench quantization --json``.
+``ratio`` is the CPU default's batched tokens/s over bfloat16's.
+Run: ``lemon bench quantization --json``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_batching import PROMPTS
 from bench_batching import run as run_batching
 from lemon.backends.base import Decoding, GenerationRequest, Message
+from lemon.backends.cpu_linear import fbgemm_runs_here
 from lemon.backends.local import PACKAGED, LocalBackend, ModelSource, load_model
 from lemon.data.errors import DataError
 from lemon.data.items import Benchmark
@@ -78,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per batching run")
     parser.add_argument("--repeats", type=int, default=2, help="batching runs per dtype")
     args = parser.parse_args(argv)
-    dtypes = ["bfloat16", "int8"]
+    dtypes = ["bfloat16", "int8"] + (["float16-weights"] if fbgemm_runs_here() else [])
+    default = ModelSource(PACKAGED, device="cpu").resolved_dtype()
     try:
         chats = solutions(args.items)
     except DataError as exc:
@@ -102,23 +106,27 @@ def main(argv: list[str] | None = None) -> int:
         for d in dtypes
     }
     same = {d: asyncio.run(invariance(d, args.max_tokens)) for d in dtypes}
-    batched = round(
-        speed["int8"]["batched_tokens_per_s"] / speed["bfloat16"]["batched_tokens_per_s"], 3
-    )
-    single = round(
-        speed["int8"]["one_at_a_time_tokens_per_s"]
-        / speed["bfloat16"]["one_at_a_time_tokens_per_s"],
-        3,
-    )
+
+    def over_bfloat16(dtype: str, key: str) -> float:
+        return round(speed[dtype][key] / speed["bfloat16"][key], 3)
+
+    relative = {
+        d: {
+            "one_at_a_time": over_bfloat16(d, "one_at_a_time_tokens_per_s"),
+            "batched": over_bfloat16(d, "batched_tokens_per_s"),
+        }
+        for d in dtypes[1:]
+    }
     result = {
         "benchmark": "quantization",
         "model": "SmolLM2-135M-Instruct (packaged, in-process, CPU)",
         "perplexity": ppl,
         "perplexity_items": len(chats),
         "speed": speed,
-        "int8_over_bfloat16": {"one_at_a_time": single, "batched": batched},
+        "over_bfloat16": relative,
         "batched_equals_alone": same,
-        "ratio": batched,
+        "cpu_default": default,
+        "ratio": relative[default]["batched"],
         "repeats": args.repeats,
     }
     if args.json:
@@ -126,12 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for d in dtypes:
             print(
-                f"{d:9} perplexity {ppl[d]:.3f}  one at a time "
+                f"{d:15} perplexity {ppl[d]:.3f}  one at a time "
                 f"{speed[d]['one_at_a_time_tokens_per_s']} tok/s  batched "
                 f"{speed[d]['batched_tokens_per_s']} tok/s  (x{speed[d]['batching_ratio']})  "
                 f"batched == alone: {sum(same[d])}/{len(same[d])}"
             )
-        print(f"int8 / bfloat16 batched tokens/s: {result['ratio']}")
+        print(f"{default} (the CPU default) / bfloat16 batched tokens/s: {result['ratio']}")
     return 0
 
 

@@ -52,8 +52,9 @@ class TierBackend(BaseModel):
     url: str | None = Field(default=None, description="Base URL, e.g. http://host:8000/v1.")
     mode: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = Field(default=None, description="Env var holding the API key.")
-    dtype: Literal["auto", "bfloat16", "float32", "float16", "int8"] = "auto"
-    """In-process tiers; ``auto`` is int8 weights on the CPU and bfloat16 on CUDA."""
+    dtype: Literal["auto", "bfloat16", "float32", "float16", "float16-weights", "int8"] = "auto"
+    """In-process tiers (``lemon.backends.local.DTYPES``); ``auto`` is bfloat16 on CUDA and
+    weight-only layers on the CPU (fbgemm float16 weights, or int8 where fbgemm cannot run)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     max_batch: Annotated[int, Field(ge=1, le=256)] = 8
     """In-process tiers: most calls decoded together in one forward batch."""

@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from lemon.backends.local import DTYPES
 from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
 
 __all__ = ["add_policy_options", "open_policy", "register"]
@@ -227,8 +228,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--dtype",
         default="auto",
-        choices=["auto", "bfloat16", "float32", "float16", "int8"],
-        help="auto: int8 weights on the CPU, bfloat16 on CUDA",
+        choices=DTYPES,
+        help="auto: bfloat16 on CUDA; on the CPU fbgemm float16 weights (int8 without fbgemm)",
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

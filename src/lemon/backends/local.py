@@ -9,11 +9,11 @@ free.
 The packaged SmolLM2 ships as GGUF; the first load converts it once to a bf16 safetensors copy
 under the cache directory (``$LEMON_CACHE_DIR``, default ``~/.cache/lemon``), written to a
 temporary folder and renamed into place, so later loads take about a second. On the CPU the
-default dtype (``auto``) then stores the linear layers' weights as int8
-(:mod:`lemon.backends.int8`).
+default dtype (``auto``) then packs the linear layers' weights for fbgemm's float16 GEMM, or
+stores them as int8 where fbgemm cannot run (:mod:`lemon.backends.cpu_linear`).
 
 torch is never imported at module level: transformers takes dtypes by name, tensors are read
-back with ``tolist()``, and the int8 layers are imported when a model is loaded.
+back with ``tolist()``, and the weight-only layers are imported when a model is loaded.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ from typing import Any
 from lemon.backends.base import BackendError, Generation, GenerationRequest
 from lemon.packaged import packaged_model
 
-__all__ = ["LocalBackend", "LocalModel", "ModelSource", "cache_dir", "load_model"]
+__all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "cache_dir", "load_model"]
 
 PACKAGED = "packaged:smollm2-135m-instruct"
+DTYPES = ("auto", "bfloat16", "float32", "float16", "float16-weights", "int8")
+"""The dtypes an in-process model can run in (see :attr:`ModelSource.dtype`)."""
 
 
 def cache_dir() -> Path:
@@ -48,18 +50,22 @@ class ModelSource:
 
     name: str
     dtype: str = "auto"
-    """``auto``, ``bfloat16``, ``float32``, ``float16`` or ``int8`` (int8 weights per output
-    channel, bfloat16 activations; CPU only, see :mod:`lemon.backends.int8`). ``auto`` is int8
-    on the CPU and bfloat16 on CUDA. Measured side by side on this 2-core AVX2 machine
-    (``lemon bench quantization``): int8 decodes one sequence about 1.1-1.2× and a batch of 4
-    about 1.8× faster than bfloat16, with the same perplexity and batch-invariant greedy outputs."""
+    """``auto``, ``bfloat16``, ``float32``, ``float16``, ``float16-weights`` (fbgemm-packed
+    float16 weights, float32 activations) or ``int8`` (int8 weights per output channel,
+    bfloat16 activations); the last two are CPU only (:mod:`lemon.backends.cpu_linear`).
+    ``auto`` is bfloat16 on CUDA and, on the CPU, float16-weights where fbgemm runs (x86 with
+    AVX2), else int8. ``lemon bench quantization`` compares them side by side."""
     device: str = "auto"
     """``auto`` (CUDA when transformers sees a GPU, else the CPU), ``cpu`` or ``cuda``."""
 
     def resolved_dtype(self) -> str:
         if self.dtype != "auto":
             return self.dtype
-        return "int8" if self.resolved_device() == "cpu" else "bfloat16"
+        if self.resolved_device() != "cpu":
+            return "bfloat16"
+        from lemon.backends.cpu_linear import fbgemm_runs_here
+
+        return "float16-weights" if fbgemm_runs_here() else "int8"
 
     def resolved_device(self) -> str:
         if self.device != "auto":
@@ -138,7 +144,7 @@ class LocalModel:
 
     def perplexity(self, texts: Sequence[str]) -> float:
         """Per-token perplexity of ``texts``, each scored on its own (no padding); used to check
-        that a dtype (int8) keeps the model's quality."""
+        that a dtype (weight-only layers) keeps the model's quality."""
         import math
 
         import torch
@@ -216,8 +222,10 @@ def load_model(source: ModelSource) -> LocalModel:
         if source in _MODELS:
             return _MODELS[source]
         dtype, device = source.resolved_dtype(), source.resolved_device()
-        if dtype == "int8" and device != "cpu":
-            raise ValueError(f"dtype int8 runs on the CPU only, not on {device}; use bfloat16")
+        from lemon.backends.cpu_linear import CPU_WEIGHT_DTYPES, convert_linears, load_dtype
+
+        if dtype in CPU_WEIGHT_DTYPES and device != "cpu":
+            raise ValueError(f"dtype {dtype} runs on the CPU only, not on {device}; use bfloat16")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = str(_converted_packaged("bfloat16")) if source.is_packaged else source.name
@@ -225,13 +233,9 @@ def load_model(source: ModelSource) -> LocalModel:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        # int8 quantizes a bfloat16 load
-        load_dtype = "bfloat16" if dtype == "int8" else dtype
-        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype)
-        if dtype == "int8":
-            from lemon.backends.int8 import quantize_linears
-
-            quantize_linears(model)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype(dtype))
+        if dtype in CPU_WEIGHT_DTYPES:
+            convert_linears(model, dtype)
         model.to(device)
         model.eval()
         loaded = LocalModel(source, model, tokenizer)
