@@ -52,9 +52,7 @@ def test_float16_weights_replace_every_linear_layer(tiny_model_dir: Path) -> Non
     require_fbgemm()
     model = load_model(ModelSource(str(tiny_model_dir), "float16-weights", "cpu")).model
     assert not [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    layers = {
-        name: m for name, m in model.named_modules() if isinstance(m, float16_linear_class())
-    }
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, float16_linear_class())}
     assert len(layers) == 2 * 7 + 1
     assert model.get_input_embeddings().weight.dtype == torch.float32
     reference = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)

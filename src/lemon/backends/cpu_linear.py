@@ -71,12 +71,12 @@ def float16_linear_class() -> Any:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             shape = x.shape
             flat = x.reshape(-1, shape[-1]).float()
-            y = torch.ops.quantized.linear_dynamic_fp16(flat, self.packed)
+            y: torch.Tensor = torch.ops.quantized.linear_dynamic_fp16(flat, self.packed)
             return y.view(*shape[:-1], self.out_features)
 
         def weight_float(self) -> torch.Tensor:
             """The stored weights, unpacked (float32): what every product multiplies by."""
-            weight, _ = torch.ops.quantized.linear_unpack_fp16(self.packed)
+            weight: torch.Tensor = torch.ops.quantized.linear_unpack_fp16(self.packed)[0]
             return weight.float()
 
         def extra_repr(self) -> str:
