@@ -4,9 +4,11 @@ The in-process backend gathers concurrent calls into one ``generate`` (left-padd
 times 4 agent calls made together (one batch) against the same 4 calls made one at a time,
 interleaved over rounds, on the packaged SmolLM2-135M-Instruct (converted once from the GGUF
 to a cached bf16 safetensors copy, then loaded in the default dtype unless ``--dtype`` says
-otherwise: int8 weights on the CPU, bfloat16 on CUDA). ``ratio`` is batched tokens/s over
-one-at-a-time tokens/s (goal ≥ 3). The first load (GGUF conversion) and a warm-up call are
-excluded. ``lemon bench quantization`` runs this for int8 and bfloat16 side by side.
+otherwise: fbgemm float16 weights on the CPU, bfloat16 on CUDA). ``ratio`` is batched tokens/s
+over one-at-a-time tokens/s (goal ≥ 3); ``completion_tokens`` gives each agent's length in the
+last round (a batch runs until its longest member ends). The first load (GGUF conversion) and a
+warm-up call are excluded. ``lemon bench quantization`` runs this for bfloat16, int8 and
+float16-weights side by side.
 
 Run: ``lemon bench batching --json``.
 """
@@ -30,18 +32,22 @@ PROMPTS = [
 ]
 
 
-async def run(max_tokens: int, rounds: int, dtype: str) -> dict[str, object]:
+async def run(
+    max_tokens: int, rounds: int, dtype: str, prefix_cache: bool = True
+) -> dict[str, object]:
     source = ModelSource(PACKAGED, dtype)
     batched_backend = LocalBackend(source, window_s=0.05, max_batch=8)
     single_backend = LocalBackend(source, window_s=0.0)
     started = time.perf_counter()
-    await batched_backend.model()
+    model = await batched_backend.model()
     load_s = time.perf_counter() - started
+    model.prefix_cache_size = 8 if prefix_cache else 0
     requests = [
         GenerationRequest((Message("user", p),), Decoding(max_tokens=max_tokens)) for p in PROMPTS
     ]
     await single_backend.generate(requests[0])  # warm-up
     batched_rates, single_rates = [], []
+    lengths: dict[str, list[int]] = {}
     for _ in range(rounds):
         t0 = time.perf_counter()
         together = await asyncio.gather(*(batched_backend.generate(r) for r in requests))
@@ -51,6 +57,10 @@ async def run(max_tokens: int, rounds: int, dtype: str) -> dict[str, object]:
         t0 = time.perf_counter()
         alone = [await single_backend.generate(r) for r in requests]
         single_rates.append(sum(g.completion_tokens for g in alone) / (time.perf_counter() - t0))
+        lengths = {
+            "batched": [g.completion_tokens for g in together],
+            "one_at_a_time": [g.completion_tokens for g in alone],
+        }
     batched, single = statistics.median(batched_rates), statistics.median(single_rates)
     return {
         "benchmark": "batching",
@@ -59,7 +69,9 @@ async def run(max_tokens: int, rounds: int, dtype: str) -> dict[str, object]:
         "device": source.resolved_device(),
         "agents_per_level": len(requests),
         "max_tokens": max_tokens,
+        "completion_tokens": lengths,
         "load_s": round(load_s, 2),
+        "prefix_cache": prefix_cache,
         "batched_tokens_per_s": round(batched, 1),
         "one_at_a_time_tokens_per_s": round(single, 1),
         "ratio": round(batched / single, 3),
@@ -74,8 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dtype", default="auto", choices=DTYPES)
+    parser.add_argument(
+        "--no-prefix-cache", action="store_true", help="prefill every prompt in full"
+    )
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args.max_tokens, args.rounds, args.dtype))
+    result = asyncio.run(
+        run(args.max_tokens, args.rounds, args.dtype, prefix_cache=not args.no_prefix_cache)
+    )
     if args.json:
         print(json.dumps(result))
     else:

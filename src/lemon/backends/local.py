@@ -6,6 +6,13 @@ few milliseconds and decoded together in one ``generate`` call (left-padded), so
 level costs little more than one agent. Decoding runs in a worker thread; the event loop stays
 free.
 
+Prompts share a prefix cache: the chat template's text before the last message's content (for
+engine agents, the template's default system turn; for the policy, its instructions) is
+prefilled once per model and its key/value cache is copied into every later call whose prompt
+starts with the same tokens (a small LRU). A batch whose rows share that prefix is laid out as
+``[prefix][padding][rest]``; positions come from the attention mask, so each row decodes as it
+would alone.
+
 The packaged SmolLM2 ships as GGUF; the first load converts it once to a bf16 safetensors copy
 under the cache directory (``$LEMON_CACHE_DIR``, default ``~/.cache/lemon``), written to a
 temporary folder and renamed into place, so later loads take about a second. On the CPU the
@@ -19,11 +26,13 @@ back with ``tolist()``, and the weight-only layers are imported when a model is 
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import os
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +134,12 @@ class LocalModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
     batches: int = 0
     """How many ``generate`` calls ran (each serves one batch)."""
+    prefix_cache_size: int = 8
+    """Prefixes whose key/value caches are kept (least recently used dropped); 0 turns the
+    prefix cache off."""
+    prefix_tokens_reused: int = 0
+    """Prompt tokens served from the prefix cache instead of being prefilled again."""
+    _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
 
     @property
     def name(self) -> str:
@@ -141,6 +156,98 @@ class LocalModel:
         else:
             text = "\n\n".join(m["content"] for m in messages) + "\n\n"
         return text + request.prefill
+
+    def _prefix_text(self, request: GenerationRequest) -> str | None:
+        """The templated prompt's text before the last message's content, or None."""
+        if request.raw_prompt is not None or not getattr(self.tokenizer, "chat_template", None):
+            return None
+        marker = "\x00lemon-prefix\x00"
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        messages[-1]["content"] = marker
+        text: str = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        return text.split(marker, 1)[0] if marker in text else None
+
+    def _shared_prefix(
+        self, requests: Sequence[GenerationRequest], ids: list[list[int]]
+    ) -> tuple[int, ...] | None:
+        """The token prefix every row starts with (at least 8 tokens, each row keeping at least
+        one token of its own), or None when the rows do not share their template prefix."""
+        if self.prefix_cache_size <= 0:
+            return None
+        shared: tuple[int, ...] | None = None
+        for request, row in zip(requests, ids, strict=True):
+            text = self._prefix_text(request)
+            if text is None:
+                return None
+            prefix = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            n = 0  # a merge across the boundary may change the last prefix token
+            while n < min(len(prefix), len(row) - 1) and prefix[n] == row[n]:
+                n += 1
+            candidate = tuple(row[:n])
+            if shared is None:
+                shared = candidate
+            elif candidate != shared:
+                return None
+        return shared if shared is not None and len(shared) >= 8 else None
+
+    def _prefix_cache(self, prefix: tuple[int, ...], rows: int) -> Any:
+        """A fresh copy of ``prefix``'s key/value cache for ``rows`` rows (prefilled once)."""
+        import torch
+        from transformers import DynamicCache
+
+        cache = self._prefixes.get(prefix)
+        reused = len(prefix) * rows
+        if cache is None:
+            try:
+                cache = DynamicCache(config=self.model.config)
+            except TypeError:  # transformers before 4.56 builds its layers lazily
+                cache = DynamicCache()
+            ids = torch.tensor([prefix], device=self.model.device)
+            with torch.inference_mode():
+                self.model(input_ids=ids, use_cache=True, **{self._cache_argument(): cache})
+            self._prefixes[prefix] = cache
+            while len(self._prefixes) > self.prefix_cache_size:
+                self._prefixes.popitem(last=False)
+            reused -= len(prefix)
+        else:
+            self._prefixes.move_to_end(prefix)
+        self.prefix_tokens_reused += reused
+        fresh = copy.deepcopy(cache)
+        if rows > 1:
+            fresh.batch_repeat_interleave(rows)
+        return fresh
+
+    def _encode(self, requests: Sequence[GenerationRequest]) -> dict[str, Any]:
+        """Token ids, attention mask and (where the rows share one) a prefix cache."""
+        import torch
+
+        tok = self.tokenizer
+        texts = [self._prompt_text(r) for r in requests]
+        ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        prefix = self._shared_prefix(requests, ids)
+        if prefix is None:
+            inputs = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            return dict(inputs.to(self.model.device))
+        head, rest = list(prefix), [row[len(prefix) :] for row in ids]
+        width = max(len(r) for r in rest)
+        pad = tok.pad_token_id
+        rows = [head + [pad] * (width - len(r)) + r for r in rest]
+        mask = [[1] * len(head) + [0] * (width - len(r)) + [1] * len(r) for r in rest]
+        device = self.model.device
+        return {
+            "input_ids": torch.tensor(rows, device=device),
+            "attention_mask": torch.tensor(mask, device=device),
+            self._cache_argument(): self._prefix_cache(prefix, len(rows)),
+        }
+
+    def _cache_argument(self) -> str:
+        """``cache`` (transformers 5.24 renamed it) or ``past_key_values`` (older releases)."""
+        import inspect
+
+        parameters = inspect.signature(type(self.model).forward).parameters
+        return "cache" if "cache" in parameters else "past_key_values"
 
     def perplexity(self, texts: Sequence[str]) -> float:
         """Per-token perplexity of ``texts``, each scored on its own (no padding); used to check
@@ -167,10 +274,7 @@ class LocalModel:
         from transformers import set_seed
 
         first = requests[0].decoding
-        texts = [self._prompt_text(r) for r in requests]
         tok = self.tokenizer
-        inputs = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        inputs = inputs.to(self.model.device)
         max_new = max(r.decoding.max_tokens for r in requests)
         kwargs: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id}
         if first.stop:  # stop each sequence early; the text is also cut below
@@ -182,6 +286,7 @@ class LocalModel:
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with self.lock:
+            inputs = self._encode(requests)
             output = self.model.generate(**inputs, **kwargs)
             self.batches += 1
         width = inputs["input_ids"].shape[1]
