@@ -22,7 +22,7 @@ import statistics
 import time
 
 from lemon.backends.base import Decoding, GenerationRequest, Message
-from lemon.backends.local import DTYPES, PACKAGED, LocalBackend, ModelSource
+from lemon.backends.local import DTYPES, PACKAGED, LocalBackend, LocalModel, ModelSource
 
 PROMPTS = [
     "Tom has 3 apples and buys 4 more. How many apples does he have? Think step by step.",
@@ -41,7 +41,7 @@ async def run(
     started = time.perf_counter()
     model = await batched_backend.model()
     load_s = time.perf_counter() - started
-    model.prefix_cache_size = 8 if prefix_cache else 0
+    model.prefix_cache_size = LocalModel.prefix_cache_size if prefix_cache else 0
     requests = [
         GenerationRequest((Message("user", p),), Decoding(max_tokens=max_tokens)) for p in PROMPTS
     ]

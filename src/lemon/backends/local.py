@@ -177,11 +177,14 @@ class LocalModel:
         if self.prefix_cache_size <= 0:
             return None
         shared: tuple[int, ...] | None = None
+        tokenized: dict[str, list[int]] = {}  # rows of one batch mostly share their prefix text
         for request, row in zip(requests, ids, strict=True):
             text = self._prefix_text(request)
             if text is None:
                 return None
-            prefix = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            if text not in tokenized:
+                tokenized[text] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            prefix = tokenized[text]
             n = 0  # a merge across the boundary may change the last prefix token
             while n < min(len(prefix), len(row) - 1) and prefix[n] == row[n]:
                 n += 1
@@ -206,7 +209,7 @@ class LocalModel:
                 cache = DynamicCache()
             ids = torch.tensor([prefix], device=self.model.device)
             with torch.inference_mode():
-                self.model(input_ids=ids, use_cache=True, **{self._cache_argument(): cache})
+                self.model(input_ids=ids, use_cache=True, **{self._cache_argument: cache})
             self._prefixes[prefix] = cache
             while len(self._prefixes) > self.prefix_cache_size:
                 self._prefixes.popitem(last=False)
@@ -220,28 +223,28 @@ class LocalModel:
         return fresh
 
     def _encode(self, requests: Sequence[GenerationRequest]) -> dict[str, Any]:
-        """Token ids, attention mask and (where the rows share one) a prefix cache."""
+        """Token ids and attention mask, laid out ``[shared prefix][left padding][rest]``, and a
+        copy of the prefix's key/value cache where the rows share one (else no prefix)."""
         import torch
 
         tok = self.tokenizer
-        texts = [self._prompt_text(r) for r in requests]
-        ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        ids = [tok(self._prompt_text(r), add_special_tokens=False)["input_ids"] for r in requests]
         prefix = self._shared_prefix(requests, ids)
-        if prefix is None:
-            inputs = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-            return dict(inputs.to(self.model.device))
-        head, rest = list(prefix), [row[len(prefix) :] for row in ids]
+        head = list(prefix or ())
+        rest = [row[len(head) :] for row in ids]
         width = max(len(r) for r in rest)
-        pad = tok.pad_token_id
-        rows = [head + [pad] * (width - len(r)) + r for r in rest]
+        rows = [head + [tok.pad_token_id] * (width - len(r)) + r for r in rest]
         mask = [[1] * len(head) + [0] * (width - len(r)) + [1] * len(r) for r in rest]
         device = self.model.device
-        return {
+        inputs = {
             "input_ids": torch.tensor(rows, device=device),
             "attention_mask": torch.tensor(mask, device=device),
-            self._cache_argument(): self._prefix_cache(prefix, len(rows)),
         }
+        if prefix is not None:
+            inputs[self._cache_argument] = self._prefix_cache(prefix, len(rows))
+        return inputs
 
+    @functools.cached_property
     def _cache_argument(self) -> str:
         """``cache`` (transformers 5.24 renamed it) or ``past_key_values`` (older releases)."""
         import inspect
