@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Benchmark data lives beside the checkout, never in the repository (as in .ci/run).
-os.environ.setdefault("LEMON_DATA_DIR", str(ROOT.parent / "shared" / "data" / "benchmarks"))
 EXAMPLES = sorted((ROOT / "examples" / "specs").glob("*.yaml"))
 LEMON = Path(sys.executable).with_name("lemon")
 

@@ -179,6 +179,10 @@ async def _client_call(args: argparse.Namespace) -> int:
             for issue in [*result.errors, *result.warnings]:
                 print(issue.rendered, file=sys.stderr if args.json else sys.stdout)
             return EXIT_OK if result.valid else EXIT_INVALID
+        if args.task is None:
+            from lemon.run_cli import sample_item
+
+            args.task = sample_item().question
         if args.action == "execute":
             text = Path(args.spec).read_text(encoding="utf-8")
             response = await client.execute(
@@ -211,8 +215,6 @@ def cmd_client(args: argparse.Namespace) -> int:
 
 
 def register_client(sub: Any) -> None:
-    from lemon.run_cli import SAMPLE_TASK
-
     p = sub.add_parser(
         "client",
         help="call a lemon serve server (orchestrate, stream, execute, validate, health)",
@@ -229,7 +231,9 @@ def register_client(sub: Any) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def run_flags(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--task", default=SAMPLE_TASK, help="the task text")
+        q.add_argument(
+            "--task", default=None, help="the task text (default: the sample GSM8K item)"
+        )
         q.add_argument("--max-tokens", type=int, default=0, help="per agent (0: server default)")
         q.add_argument("--seed", type=int, default=None)
         q.add_argument("--json", action="store_true", help="print one JSON object")

@@ -165,7 +165,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--profile", default="embedded")
     p.add_argument("--profiles", action="append", default=[], metavar="FILE")
-    p.add_argument("--data-dir", default=None, help="default: $LEMON_DATA_DIR")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="default: $LEMON_DATA_DIR if set, else the copy shipped with lemon",
+    )
     p.add_argument("--out", default="runs", help="runs folder (default: runs/)")
     p.add_argument("--name", default=None, help="run name (default: BENCHMARK-METHOD)")
     p.add_argument("--max-tokens", type=int, default=256)

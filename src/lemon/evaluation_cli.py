@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -69,18 +68,25 @@ def cmd_data(args: argparse.Namespace) -> int:
         DataError,
         Split,
         catalog,
-        layout,
+        locate_data,
         split_items,
+        verify_checksums,
     )
 
-    if args.data_dir is None and not os.environ.get(DATA_DIR_ENV):
-        print(f"lemon: no data directory: set {DATA_DIR_ENV} or pass --data-dir.", file=sys.stderr)
-        print("Expected layout (paths relative to it; the official sources below):")
-        for bench, source, relative in layout():
-            print(f"  {bench.value:<11} {source.value:<5} {relative}")
-        for bench in Benchmark:
-            print(f"  {bench.value}: {OFFICIAL_SOURCES[bench]}")
-        return 2
+    try:
+        location = locate_data(args.data_dir)
+    except DataError as exc:
+        raise _usage(exc.render()) from None
+    print(f"data directory: {location.describe()}", file=sys.stderr)
+    args.data_dir = location.path
+    if args.verify:
+        problems = verify_checksums(location.path)
+        for problem in problems:
+            print(problem)
+        if problems:
+            return 1
+        print(f"all files match {location.path / 'SHA256SUMS'}", file=sys.stderr)
+        return 0
     try:
         entries = catalog(directory=args.data_dir)
         splits: dict[str, dict[str, int]] = {}
@@ -95,7 +101,11 @@ def cmd_data(args: argparse.Namespace) -> int:
     except DataError as exc:
         raise _usage(exc.render()) from None
     if args.json:
-        payload: dict[str, Any] = {"files": [e.model_dump(mode="json") for e in entries]}
+        payload: dict[str, Any] = {
+            "directory": str(location.path),
+            "origin": location.origin,
+            "files": [e.model_dump(mode="json") for e in entries],
+        }
         if args.splits:
             payload["splits"] = splits
         print(json.dumps(payload))
@@ -114,12 +124,16 @@ def cmd_data(args: argparse.Namespace) -> int:
     if missing:
         print(
             f"\n{len(missing)} missing. This command does not download: place the official "
-            f"files at the paths above (the directory is ${DATA_DIR_ENV}). Sources:",
+            f"files at the paths above, or unset ${DATA_DIR_ENV} to use the copy shipped "
+            "with lemon. Sources:",
             file=sys.stderr,
         )
         for bench in sorted({e.benchmark for e in missing}):
             print(f"  {bench.value}: {OFFICIAL_SOURCES[bench]}", file=sys.stderr)
     return 0
+
+
+DATA_DIR_HELP = "default: $LEMON_DATA_DIR if set, else the copy shipped with lemon"
 
 
 def register(subparsers: Any) -> None:
@@ -134,7 +148,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--benchmark", required=True, choices=BENCHMARKS)
     p.add_argument("--predictions", required=True, metavar="FILE.jsonl")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--data-dir", metavar="DIR", help="default: $LEMON_DATA_DIR")
+    p.add_argument("--data-dir", metavar="DIR", help=DATA_DIR_HELP)
     p.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="HumanEval: seconds per program"
     )
@@ -144,11 +158,17 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "data",
-        help="list the benchmark files in the data directory",
-        description="List which benchmark files are present in the data directory "
-        "($LEMON_DATA_DIR) and how many items each holds. It never downloads.",
+        help="list (or --verify) the benchmark files in the data directory",
+        description="Say which data directory is read (the copy shipped with lemon, "
+        "$LEMON_DATA_DIR or --data-dir), which benchmark files it holds and how many items "
+        "each has. It never downloads.",
     )
     p.set_defaults(handler=cmd_data)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--splits", action="store_true", help="also count the test/train/all splits")
-    p.add_argument("--data-dir", metavar="DIR", help="default: $LEMON_DATA_DIR")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every file against the directory's SHA256SUMS (exit 1 on a mismatch)",
+    )
+    p.add_argument("--data-dir", metavar="DIR", help=DATA_DIR_HELP)

@@ -12,12 +12,35 @@ from typing import Any
 from lemon.backends.local import DTYPES
 from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
 
-__all__ = ["add_policy_options", "open_policy", "register"]
+__all__ = ["SAMPLE_ID", "add_policy_options", "open_policy", "register", "sample_item"]
 
-SAMPLE_TASK = (
-    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
-    "in May. How many clips did Natalia sell altogether in April and May?"
-)
+SAMPLE_ID = "gsm8k-train:0"
+"""The task ``lemon run`` solves when given none: GSM8K's first training item, read from the
+shipped data so the id, text and expected answer all come from the benchmark file."""
+
+
+def sample_item() -> Any:
+    from lemon.data import Benchmark, DataError, Source, load_items
+
+    try:
+        items = load_items(Benchmark.GSM8K, source=Source.TRAIN)
+    except DataError as exc:
+        raise UsageError(f"no --task given and the sample task cannot be read: {exc}") from None
+    (item,) = (item for item in items if item.id == SAMPLE_ID)
+    return item
+
+
+def _sample_verdict(item: Any, answer: str | None) -> dict[str, Any]:
+    from lemon.scoring import score_item
+
+    score = score_item(item, answer or "")
+    return {
+        "id": item.id,
+        "source": "GSM8K train split (shipped with lemon)",
+        "expected": item.answer_text,
+        "extracted": score.extracted,
+        "correct": score.correct,
+    }
 
 
 def _printer(event: dict[str, Any]) -> None:
@@ -80,12 +103,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.policy is not None and parsed is not None:
         raise UsageError("give --spec or --policy, not both")
     policy = open_policy(args) if args.policy is not None else None
+    sample = sample_item() if args.task is None else None
+    task = sample.question if sample is not None else args.task
+    if sample is not None and not args.json:
+        print(f"task {sample.id} (no --task given; GSM8K train split): {task}", file=sys.stderr)
     trace = TraceWriter(args.trace, on_event=None if args.json else _printer)
 
     async def go() -> Any:
         try:
             return await run_task(
-                args.task,
+                task,
                 template_variant=args.template,
                 profile=profile,
                 parsed=parsed,
@@ -102,12 +129,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = asyncio.run(go())
     finally:
         trace.close()
+    verdict = _sample_verdict(sample, result.answer) if sample is not None else None
     if args.json:
-        print(json.dumps(result.to_json(), ensure_ascii=False))
+        payload = result.to_json()
+        if verdict is not None:
+            payload["sample"] = verdict
+        print(json.dumps(payload, ensure_ascii=False))
     else:
         print(result.profile_note, file=sys.stderr)
         print(render_table(trace.events), file=sys.stderr)
         print(result.answer if result.answer is not None else f"FAILED: {result.error}")
+        if verdict is not None:
+            read = "no number" if verdict["extracted"] is None else f"{verdict['extracted']:g}"
+            mark = "correct" if verdict["correct"] else "wrong"
+            print(
+                f"{verdict['id']}: expected {verdict['expected']}, the team answered {read}: {mark}"
+            )
     return EXIT_OK if result.status == "succeeded" else EXIT_INVALID
 
 
@@ -192,7 +229,11 @@ def register(sub: Any) -> None:
         description="Run a task: the template policy (or --spec) writes the "
         "team, the agents run on the profile's tiers, the answer is printed.",
     )
-    p.add_argument("--task", default=SAMPLE_TASK, help="the task text (default: a GSM8K item)")
+    p.add_argument(
+        "--task",
+        default=None,
+        help=f"the task text (default: the benchmark item {SAMPLE_ID}, scored against its answer)",
+    )
     p.add_argument("--spec", metavar="PATH", help="run this spec instead of the policy's")
     add_policy_options(p)
     p.add_argument(

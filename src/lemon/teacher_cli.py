@@ -119,7 +119,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=["train", "test", "all"], default="train")
     p.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
     p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--data-dir", default=None, help="default: $LEMON_DATA_DIR")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="default: $LEMON_DATA_DIR if set, else the copy shipped with lemon",
+    )
     p.add_argument("--out", required=True, help="SFT rows (JSONL), appended; resumable")
     p.add_argument("--json", action="store_true", help="print one JSON summary")
     p.add_argument("-q", "--quiet", action="store_true")

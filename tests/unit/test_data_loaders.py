@@ -1,4 +1,5 @@
-"""Loaders on the real data directory, and their located errors on broken copies."""
+"""Loaders on the shipped data, the data directory's resolution and checksums, and located
+errors on broken copies."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from lemon.data import (
     Source,
     data_dir,
     load_items,
+    locate_data,
     mmlu_subjects,
+    verify_checksums,
 )
+from lemon.data.paths import PACKAGED_DATA_DIR
 
 COUNTS = {
     (Benchmark.GSM8K, Source.TEST): 1319,
@@ -105,10 +109,51 @@ def test_humaneval_items() -> None:
     assert "def check(candidate)" in item.test
 
 
-def test_missing_data_dir_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LEMON_DATA_DIR")
-    with pytest.raises(DataError, match="set LEMON_DATA_DIR"):
+def test_data_directory_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEMON_DATA_DIR", raising=False)
+    assert locate_data().origin == "packaged"
+    assert data_dir() == PACKAGED_DATA_DIR
+    monkeypatch.setenv("LEMON_DATA_DIR", str(tmp_path))
+    assert locate_data() == locate_data(tmp_path).__class__(tmp_path, "environment")
+    assert locate_data(PACKAGED_DATA_DIR).origin == "argument"
+    monkeypatch.setenv("LEMON_DATA_DIR", str(tmp_path / "gone"))
+    with pytest.raises(DataError, match=r"gone: data directory does not exist \(set by"):
         data_dir()
+
+
+def test_shipped_data_matches_its_checksums() -> None:
+    sums = (PACKAGED_DATA_DIR / "SHA256SUMS").read_text().splitlines()
+    listed = {line.split("  ", 1)[1] for line in sums}
+    on_disk = {
+        str(path.relative_to(PACKAGED_DATA_DIR))
+        for path in PACKAGED_DATA_DIR.rglob("*")
+        if path.is_file() and path.name not in {"SHA256SUMS", "SOURCE.md", "LICENSE", "README.md"}
+    }
+    assert listed == on_disk  # every data file is listed, and nothing listed is missing
+    assert len(listed) == 120  # 57 + 57 MMLU CSVs and six other files
+    assert verify_checksums(PACKAGED_DATA_DIR) == []
+    for folder in ("gsm8k", "svamp", "multiarith", "aqua", "mmlu", "humaneval"):
+        assert (PACKAGED_DATA_DIR / folder / "SOURCE.md").is_file()
+
+
+def test_checksum_mismatch_is_named(tmp_path: Path) -> None:
+    (tmp_path / "svamp").mkdir()
+    shutil.copy(PACKAGED_DATA_DIR / "svamp" / "SVAMP.json", tmp_path / "svamp" / "SVAMP.json")
+    lines = (PACKAGED_DATA_DIR / "SHA256SUMS").read_text().splitlines()
+    kept = [line for line in lines if line.endswith(("svamp/SVAMP.json", "aqua/test.json"))]
+    (tmp_path / "SHA256SUMS").write_text("\n".join(kept) + "\n")
+    assert verify_checksums(tmp_path) == [f"{tmp_path / 'aqua/test.json'}: missing"]
+    with (tmp_path / "svamp" / "SVAMP.json").open("ab") as handle:
+        handle.write(b" ")
+    (svamp_sum,) = (line.split()[0] for line in kept if line.endswith("SVAMP.json"))
+    problems = verify_checksums(tmp_path)
+    assert len(problems) == 2
+    assert problems[0] == f"{tmp_path / 'aqua/test.json'}: missing"
+    assert problems[1].startswith(f"{tmp_path / 'svamp/SVAMP.json'}: sha256 ")
+    assert problems[1].endswith(f", expected {svamp_sum}")
+
+
+def test_missing_data_dir_is_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not exist") as caught:
         load_items("gsm8k", directory=tmp_path / "nowhere")
     assert caught.value.render().startswith(str(tmp_path / "nowhere") + ": ")

@@ -142,8 +142,31 @@ def test_data_says_where_missing_files_go(lemon, tmp_path: Path) -> None:  # typ
     assert "github.com/openai/grade-school-math" in result.stderr
 
 
-def test_data_without_a_directory_shows_the_layout() -> None:
+def test_data_uses_the_shipped_copy_without_a_variable() -> None:
     env = {k: v for k, v in os.environ.items() if k != "LEMON_DATA_DIR"}
+    lemon = str(Path(sys.executable).with_name("lemon"))
+    result = subprocess.run(
+        [lemon, "data", "--json"], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["origin"] == "packaged"
+    assert "(the copy shipped with lemon)" in result.stderr
+    assert all(entry["present"] and entry["items"] for entry in payload["files"])
+    verified = subprocess.run(
+        [lemon, "data", "--verify"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout
+    assert "all files match" in verified.stderr
+
+
+def test_data_names_a_missing_override() -> None:
+    env = {**os.environ, "LEMON_DATA_DIR": "/nonexistent/lemon-data"}
     result = subprocess.run(
         [str(Path(sys.executable).with_name("lemon")), "data"],
         capture_output=True,
@@ -153,6 +176,5 @@ def test_data_without_a_directory_shows_the_layout() -> None:
         check=False,
     )
     assert result.returncode == 2
-    assert "no data directory: set LEMON_DATA_DIR" in result.stderr
-    assert "gsm8k/test.jsonl" in result.stdout
-    assert "humaneval/HumanEval.jsonl.gz" in result.stdout
+    assert "/nonexistent/lemon-data: data directory does not exist" in result.stderr
+    assert "unset it to use the shipped copy" in result.stderr

@@ -26,14 +26,17 @@ back with ``tolist()``, and the weight-only layers are imported when a model is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import os
 import shutil
+import sys
 import tempfile
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +97,26 @@ def _cuda_available() -> bool:
     return bool(is_torch_cuda_available())
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No library warnings or progress bars that a user cannot act on while a model loads
+    (GGUF dequantization advice, per-tensor progress bars, some drawn by a bare ``tqdm`` on
+    ``sys.stderr``); errors still raise as exceptions."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+            yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def _converted_packaged(dtype: str = "bfloat16") -> Path:
     """The packaged GGUF converted once to safetensors; returns the cached directory."""
     target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-{dtype}"
@@ -102,10 +125,19 @@ def _converted_packaged(dtype: str = "bfloat16") -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     packaged = packaged_model()
-    model: Any = AutoModelForCausalLM.from_pretrained(
-        str(packaged.directory), gguf_file=packaged.gguf_file, dtype=dtype
+    print(
+        f"lemon: converting the packaged SmolLM2-135M-Instruct (GGUF) once to {target} ...",
+        file=sys.stderr,
+        flush=True,
     )
-    tokenizer = AutoTokenizer.from_pretrained(str(packaged.directory), gguf_file=packaged.gguf_file)
+    started = time.monotonic()
+    with _quiet_transformers():
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            str(packaged.directory), gguf_file=packaged.gguf_file, dtype=dtype
+        )
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(packaged.directory), gguf_file=packaged.gguf_file
+        )
     # transformers dequantizes GGUF weights on load but still marks the model as quantized,
     # which blocks save_pretrained; the weights are plain tensors, so drop the marker.
     model.hf_quantizer = None
@@ -114,13 +146,19 @@ def _converted_packaged(dtype: str = "bfloat16") -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
     try:
-        model.save_pretrained(temp)
-        tokenizer.save_pretrained(temp)
+        with _quiet_transformers():
+            model.save_pretrained(temp)
+            tokenizer.save_pretrained(temp)
         os.replace(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         if not (target / "config.json").is_file():  # another process may have won the race
             raise
+    print(
+        f"lemon: converted in {time.monotonic() - started:.1f} s (later runs load the copy)",
+        file=sys.stderr,
+        flush=True,
+    )
     return target
 
 
@@ -337,11 +375,12 @@ def load_model(source: ModelSource) -> LocalModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = str(_converted_packaged("bfloat16")) if source.is_packaged else source.name
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        with _quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype(dtype))
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype(dtype))
         if dtype in CPU_WEIGHT_DTYPES:
             convert_linears(model, dtype)
         model.to(device)

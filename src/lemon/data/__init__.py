@@ -1,4 +1,6 @@
-"""Benchmark data: typed items with stable ids read from ``$LEMON_DATA_DIR``, and seeded splits.
+"""Benchmark data: typed items with stable ids, and seeded splits.
+
+The files ship with the package (:data:`PACKAGED_DATA_DIR`); ``$LEMON_DATA_DIR`` overrides them.
 
 See :mod:`lemon.data.splits` for the split rule. Nothing here downloads anything.
 """
@@ -7,16 +9,28 @@ from lemon.data.catalog import OFFICIAL_SOURCES, Entry, catalog
 from lemon.data.errors import DataError
 from lemon.data.items import Benchmark, ChoiceItem, CodeItem, Item, NumericItem, answer_kind
 from lemon.data.loaders import load_items, mmlu_subjects
-from lemon.data.paths import DATA_DIR_ENV, Source, data_dir, layout, source_path
+from lemon.data.paths import (
+    DATA_DIR_ENV,
+    PACKAGED_DATA_DIR,
+    DataLocation,
+    Source,
+    data_dir,
+    layout,
+    locate_data,
+    source_path,
+    verify_checksums,
+)
 from lemon.data.splits import Split, SplitConfig, is_held_in, normalise_question, split_items
 
 __all__ = [
     "DATA_DIR_ENV",
     "OFFICIAL_SOURCES",
+    "PACKAGED_DATA_DIR",
     "Benchmark",
     "ChoiceItem",
     "CodeItem",
     "DataError",
+    "DataLocation",
     "Entry",
     "Item",
     "NumericItem",
@@ -29,8 +43,10 @@ __all__ = [
     "is_held_in",
     "layout",
     "load_items",
+    "locate_data",
     "mmlu_subjects",
     "normalise_question",
     "source_path",
     "split_items",
+    "verify_checksums",
 ]

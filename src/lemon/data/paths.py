@@ -1,21 +1,40 @@
-"""Where benchmark files live: the data directory (setting ``LEMON_DATA_DIR``) and its layout.
+"""Where benchmark files live: the data directory and its layout.
 
-The layout is that of ``shared/data/benchmarks`` (files under their original names); nothing
-is downloaded at import or evaluation time.
+The project ships the benchmark files as package data (``lemon/data/benchmarks/``, with each
+dataset's source, licence and a ``SHA256SUMS``), so a fresh clone or an installed wheel needs no
+setting. ``$LEMON_DATA_DIR`` or an explicit directory overrides that copy; the layout is the
+same (files under their original names). Nothing is downloaded, at import or ever.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from lemon.data.errors import DataError
 from lemon.data.items import Benchmark
 
-__all__ = ["DATA_DIR_ENV", "Source", "data_dir", "layout", "source_path", "sources"]
+__all__ = [
+    "DATA_DIR_ENV",
+    "PACKAGED_DATA_DIR",
+    "DataLocation",
+    "Source",
+    "data_dir",
+    "layout",
+    "locate_data",
+    "source_path",
+    "sources",
+    "verify_checksums",
+]
 
 DATA_DIR_ENV = "LEMON_DATA_DIR"
+PACKAGED_DATA_DIR = Path(__file__).resolve().parent / "benchmarks"
+"""The copy shipped with the package (``lemon/data/benchmarks``)."""
+CHECKSUMS = "SHA256SUMS"
 
 
 class Source(StrEnum):
@@ -48,20 +67,72 @@ def sources(benchmark: Benchmark) -> list[Source]:
     return [source for (bench, source) in _FILES if bench is benchmark]
 
 
+Origin = Literal["argument", "environment", "packaged"]
+
+
+@dataclass(frozen=True)
+class DataLocation:
+    """The data directory in use and why: given explicitly, from the environment, or shipped."""
+
+    path: Path
+    origin: Origin
+
+    def describe(self) -> str:
+        why = {
+            "argument": "given with --data-dir",
+            "environment": f"from ${DATA_DIR_ENV}",
+            "packaged": "the copy shipped with lemon",
+        }[self.origin]
+        return f"{self.path} ({why})"
+
+
+def locate_data(path: Path | str | None = None) -> DataLocation:
+    """``path`` if given, else ``$LEMON_DATA_DIR`` if set, else the packaged copy; it must exist."""
+    if path is not None:
+        location = DataLocation(Path(path), "argument")
+    elif os.environ.get(DATA_DIR_ENV):
+        location = DataLocation(Path(os.environ[DATA_DIR_ENV]), "environment")
+    else:
+        location = DataLocation(PACKAGED_DATA_DIR, "packaged")
+    if not location.path.is_dir():
+        hint = {
+            "argument": "",
+            "environment": f" (set by ${DATA_DIR_ENV}; unset it to use the shipped copy)",
+            "packaged": " (the shipped copy is missing: reinstall lemon-orchestration, or set "
+            f"${DATA_DIR_ENV} to a directory laid out as 'lemon data' shows)",
+        }[location.origin]
+        raise DataError("data directory does not exist" + hint, path=location.path)
+    return location
+
+
 def data_dir(path: Path | str | None = None) -> Path:
-    """The data directory: ``path`` if given, else ``$LEMON_DATA_DIR``; it must exist."""
-    if path is None:
-        env = os.environ.get(DATA_DIR_ENV)
-        if not env:
-            raise DataError(
-                f"no data directory: set {DATA_DIR_ENV} (e.g. to ../shared/data/benchmarks); "
-                "'lemon data' shows the layout"
-            )
-        path = env
-    directory = Path(path)
-    if not directory.is_dir():
-        raise DataError("data directory does not exist", path=directory)
-    return directory
+    """The data directory (see :func:`locate_data`)."""
+    return locate_data(path).path
+
+
+def verify_checksums(directory: Path | str | None = None) -> list[str]:
+    """Check every file listed in the directory's ``SHA256SUMS``; returns the problems found
+    (``FILE: message``), empty when every file is present with its recorded hash."""
+    root = data_dir(directory)
+    sums = root / CHECKSUMS
+    if not sums.is_file():
+        return [f"{sums}: missing (no checksums to verify against)"]
+    problems = []
+    for number, line in enumerate(sums.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        expected, _, relative = line.partition("  ")
+        if len(expected) != 64 or not relative:
+            problems.append(f"{sums}:{number}: malformed line")
+            continue
+        path = root / relative
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != expected:
+            problems.append(f"{path}: sha256 {digest}, expected {expected}")
+    return problems
 
 
 def source_path(
