@@ -102,8 +102,9 @@ def _quiet_transformers() -> Iterator[None]:
     """No library warnings or progress bars that a user cannot act on while a model loads
     (GGUF dequantization advice, per-tensor progress bars, some drawn by a bare ``tqdm`` on
     ``sys.stderr``); errors still raise as exceptions."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging
 
+    hf_logging: Any = logging  # untyped functions
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
