@@ -1,5 +1,5 @@
 """The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
-typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.profiles`,
+typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.capacity_profiles`,
 :mod:`~lemon_operator.trainings` or :mod:`~lemon_operator.policies`.
 
 Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
@@ -14,7 +14,15 @@ from typing import Any
 import kopf
 
 from lemon.spec import Capacity
-from lemon_operator import kube, manifests, policies, profiles, specs, statuses, trainings
+from lemon_operator import (
+    capacity_profiles,
+    kube,
+    manifests,
+    policies,
+    specs,
+    statuses,
+    trainings,
+)
 
 __all__ = ["main"]
 
@@ -76,7 +84,7 @@ def profile_changed(
     **_: Any,
 ) -> None:
     namespace, name = _named(namespace, name)
-    profiles.reconcile_profile(
+    capacity_profiles.reconcile_profile(
         _client(),
         namespace=namespace,
         name=name,
@@ -91,7 +99,7 @@ def profile_changed(
 @kopf.on.delete(*PROFILE, backoff=BACKOFF)
 def profile_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
-    profiles.delete_profile(_client(), namespace=namespace, name=name)
+    capacity_profiles.delete_profile(_client(), namespace=namespace, name=name)
     specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=name)
 
 
@@ -156,7 +164,7 @@ def inference_service_event(
     changed = statuses.tier_status(
         Capacity(tier), name=name, isvc=None if type == "DELETED" else dict(body)
     )
-    profiles.refresh_profile(_client(), namespace=namespace, name=profile)
+    capacity_profiles.refresh_profile(_client(), namespace=namespace, name=profile)
     specs.reconcile_specs_of_profile(
         _client(), namespace=namespace, profile=profile, changed=changed
     )

@@ -8,16 +8,16 @@ from typing import Any
 
 import yaml
 
+from lemon.learning.training_config import TrainingConfig
 from lemon.resources import TierSpec
-from lemon.resources.policy import PolicyServing, PolicyVersionEntry
-from lemon.resources.training import (
+from lemon.resources.lemon_policy import PolicyServing, PolicyVersionEntry
+from lemon.resources.lemon_training import (
     CONFIG_PATH,
     DATA_MOUNT,
     OUTPUT_MOUNT,
     TrainingSpec,
 )
 from lemon.spec import Capacity
-from lemon.training.config import TrainingConfig
 
 __all__ = [
     "CONFIG_KEY",

@@ -24,7 +24,12 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from lemon.resources import Condition
-from lemon.resources.policy import MAX_VERSIONS, LemonPolicyStatus, PolicySpec, PolicyVersionEntry
+from lemon.resources.lemon_policy import (
+    MAX_VERSIONS,
+    LemonPolicyStatus,
+    PolicySpec,
+    PolicyVersionEntry,
+)
 from lemon_operator import kube, manifests, statuses
 
 __all__ = ["Publication", "delete_policy", "publish", "reconcile_policy"]

@@ -20,7 +20,7 @@ import yaml
 from lemon.resources import CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
 from lemon.spec import Capacity, SpecError, compile_spec, parse_spec
 from lemon.spec.models import Agent, LemonSpecBody
-from lemon_operator import kube, manifests, profiles, statuses
+from lemon_operator import capacity_profiles, kube, manifests, statuses
 
 __all__ = ["DEFAULT_PROFILE", "reconcile_spec", "reconcile_specs_of_profile", "render_resource"]
 
@@ -187,7 +187,7 @@ def _tiers(
         return [], tiers_condition(
             False, "TierNotInProfile", f"profile {profile} has no {', '.join(missing)} tier"
         )
-    owned = profiles.owned_inference_services(client, namespace=namespace, name=profile)
+    owned = capacity_profiles.owned_inference_services(client, namespace=namespace, name=profile)
     for tier in needed:  # make sure they exist; the profile's reconcile keeps them up to date
         if tier.value not in owned:
             manifest = manifests.build_inference_service(

@@ -30,8 +30,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from lemon.resources import Condition
-from lemon.resources.policy import PolicySpec
-from lemon.resources.training import (
+from lemon.resources.lemon_policy import PolicySpec
+from lemon.resources.lemon_training import (
     OUTPUT_MOUNT,
     LemonTrainingStatus,
     TrainingSpec,

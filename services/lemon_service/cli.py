@@ -19,7 +19,7 @@ TOKEN_ENV = "LEMON_TOKEN"
 
 
 def _token(path: str | None) -> str | None:
-    from lemon_service.config import ConfigError, read_token
+    from lemon_service.settings import ConfigError, read_token
 
     if path is None:
         return os.environ.get(TOKEN_ENV) or None
@@ -32,9 +32,9 @@ def _token(path: str | None) -> str | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from lemon.run_cli import open_policy
-    from lemon_service.config import ConfigError, Limits, ServerConfig, TlsFiles
+    from lemon.cli.run import open_policy
     from lemon_service.server import serve
+    from lemon_service.settings import ConfigError, Limits, ServerConfig, TlsFiles
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
@@ -76,8 +76,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register_serve(sub: Any) -> None:
-    from lemon.run_cli import add_policy_options
-    from lemon_service.config import DEFAULT_PORT, Limits
+    from lemon.cli.run import add_policy_options
+    from lemon_service.settings import DEFAULT_PORT, Limits
 
     d = Limits()
     p = sub.add_parser(
@@ -180,7 +180,7 @@ async def _client_call(args: argparse.Namespace) -> int:
                 print(issue.rendered, file=sys.stderr if args.json else sys.stdout)
             return EXIT_OK if result.valid else EXIT_INVALID
         if args.task is None:
-            from lemon.run_cli import sample_item
+            from lemon.cli.run import sample_item
 
             args.task = sample_item().question
         if args.action == "execute":

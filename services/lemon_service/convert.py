@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lemon.engine.results import AgentResult, RunResult
-from lemon.spec.errors import Issue
+from lemon.spec.issues import Issue
 from lemon.spec.validation import ParsedSpec
 from lemon_service._proto import orchestrator_pb2 as pb
 

@@ -9,17 +9,17 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from lemon.backends.base import Backend, Decoding
+from lemon.capacity import CapacityProfile, build_backends, close_backends
 from lemon.engine.executor import ExecutionOptions
 from lemon.engine.results import RunResult
-from lemon.engine.runner import run_task
-from lemon.engine.trace import TraceWriter
+from lemon.events import TraceWriter
+from lemon.orchestration import run_task
 from lemon.policy.inference import SpecPolicy
-from lemon.profiles import CapacityProfile, build_backends, close_backends
 from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
-from lemon_service.config import Limits
-from lemon_service.errors import BadRequest, LimitExceeded, RunDeadline
+from lemon_service.settings import Limits
+from lemon_service.status_codes import BadRequest, LimitExceeded, RunDeadline
 
 __all__ = ["TEMPLATES", "Admission", "Engine", "RunRequest"]
 

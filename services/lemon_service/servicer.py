@@ -1,6 +1,6 @@
 """``lemon.v1.Orchestrator``: a thin servicer over the core — convert, call, convert back.
 
-Every failure goes through :func:`lemon_service.errors.status_for` (one table). Cancellation
+Every failure goes through :func:`lemon_service.status_codes.status_for` (one table). Cancellation
 needs no code here: when the client cancels or the deadline passes, grpc.aio cancels the
 handler's task, and the ``CancelledError`` travels through ``run_task`` into the executor,
 which cancels every running agent (their HTTP calls are dropped).
@@ -17,13 +17,13 @@ from typing import Any, NoReturn
 import grpc
 
 from lemon.engine.results import RunResult
-from lemon.engine.trace import TraceWriter
-from lemon.spec.errors import SpecError
+from lemon.events import TraceWriter
+from lemon.spec.issues import SpecError
 from lemon_service import convert
 from lemon_service._proto import orchestrator_pb2 as pb
 from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.engine import Engine, RunRequest
-from lemon_service.errors import run_failure, status_for
+from lemon_service.status_codes import run_failure, status_for
 
 __all__ = ["SERVICE_NAME", "OrchestratorServicer"]
 

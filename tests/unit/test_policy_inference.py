@@ -12,7 +12,7 @@ import pytest
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
-from lemon.engine.trace import TraceWriter
+from lemon.events import TraceWriter
 from lemon.policy.inference import LearnedPolicy, TemplatePolicy, extract_spec_text
 from lemon.policy.prompt import policy_messages, repair_messages, spec_completion
 from lemon.policy.template import template_spec

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 def load(args: argparse.Namespace) -> Any:
     """The TrainingConfig the arguments describe (raises ConfigError, located)."""
-    from lemon.training.config import ConfigError, TrainingConfig, load_config
+    from lemon.learning.training_config import ConfigError, TrainingConfig, load_config
 
     overrides = {
         "output_dir": args.output_dir,
@@ -66,7 +66,7 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from lemon.training.config import ConfigError
+    from lemon.learning.training_config import ConfigError
 
     try:
         config = load(args)

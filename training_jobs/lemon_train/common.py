@@ -1,6 +1,6 @@
 """What both training stages share: loading a base, atomic checkpoints, metrics, publishing.
 
-The output contract is :mod:`lemon.training.config`'s: the version is written under
+The output contract is :mod:`lemon.learning.training_config`'s: the version is written under
 ``<output_dir>.partial`` and renamed to ``output_dir`` when complete; checkpoints live in
 ``<output_dir>.checkpoints``; ``metrics.jsonl`` and ``result.json`` sit inside the version and
 the result also goes (compact, at most 4 KiB) to the termination log when that file exists.
@@ -27,6 +27,7 @@ from transformers import (
     TrainerCallback,
 )
 
+from lemon.learning.training_config import PACKAGED_BASE, TrainingConfig
 from lemon.policy.version import (
     METADATA_FILE,
     PolicyMetadata,
@@ -36,7 +37,6 @@ from lemon.policy.version import (
     read_policy,
     write_metadata,
 )
-from lemon.training.config import PACKAGED_BASE, TrainingConfig
 from lemon_train.distributed import DistInfo, barrier, init_from_env
 
 __all__ = [

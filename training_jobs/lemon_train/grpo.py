@@ -14,7 +14,7 @@ level (``importance_sampling_level="token"``), so each token's ratio meets its o
 Batch sizes: ``per_device_batch_size`` counts *tasks* per device step; TRL's batch is
 ``per_device_batch_size × group_size`` completions.
 
-Data: ``synthetic:<N>`` (the simulator, :mod:`lemon.training.synthetic`: closed-form R_orch,
+Data: ``synthetic:<N>`` (the simulator, :mod:`lemon.learning.simulator`: closed-form R_orch,
 short prompts) or JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
 :func:`lemon.policy.prompt.policy_messages`, executed on ``profile``'s backends).
 """
@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from lemon.training.config import TrainingConfig
-from lemon.training.synthetic import make_tasks, parse_synthetic_data, synthetic_messages
+from lemon.learning.simulator import make_tasks, parse_synthetic_data, synthetic_messages
+from lemon.learning.training_config import TrainingConfig
 from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from trl import SFTConfig, SFTTrainer
 
-from lemon.training.config import TrainingConfig
+from lemon.learning.training_config import TrainingConfig
 from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,

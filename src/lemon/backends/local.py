@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
-from lemon.packaged import packaged_model
+from lemon.backends.packaged import packaged_model
 
 __all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "cache_dir", "load_model"]
 

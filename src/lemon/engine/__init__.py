@@ -2,8 +2,7 @@
 
 from lemon.engine.executor import CallCache, ExecutionOptions, build_request, execute
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
-from lemon.engine.runner import run_task
-from lemon.engine.trace import TraceWriter, read_trace, render_table, render_timeline
+from lemon.events import TraceWriter, read_trace, render_table, render_timeline
 
 __all__ = [
     "AgentResult",
@@ -18,5 +17,4 @@ __all__ = [
     "read_trace",
     "render_table",
     "render_timeline",
-    "run_task",
 ]

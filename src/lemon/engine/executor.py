@@ -32,7 +32,7 @@ from lemon.backends.base import (
     Message,
 )
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
-from lemon.engine.trace import TraceWriter
+from lemon.events import TraceWriter
 from lemon.spec.dag import compile_spec
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Agent, Capacity, Spec
@@ -264,7 +264,7 @@ class _Run:
 
     async def _run_tool(self, agent: Agent, result: AgentResult) -> None:
         """A tool role's work: no model call, zero tokens, the time counted."""
-        from lemon.tools import run_python_tool
+        from lemon.engine.tools import run_python_tool
 
         inputs = [self.results[dep].output for dep in agent.depends_on]
         key: CacheKey = (agent.name, result.model, tuple(inputs))

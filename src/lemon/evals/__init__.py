@@ -1,7 +1,7 @@
 """Evaluation: baselines, the eval loop and reports."""
 
 from lemon.evals.baselines import BASELINES, Baseline, baseline_spec
-from lemon.evals.runner import EvalSettings, evaluate, summarize, task_text
+from lemon.evals.loop import EvalSettings, evaluate, summarize, task_text
 
 __all__ = [
     "BASELINES",

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
-from lemon.engine.trace import TraceWriter
+from lemon.events import TraceWriter
 from lemon.policy.prompt import policy_messages, repair_messages
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.models import Spec
 from lemon.spec.roles import RoleLibrary
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec

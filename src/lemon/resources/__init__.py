@@ -5,13 +5,13 @@ resources: :mod:`lemon.resources.crds` derives the CRDs' structural schemas from
 operator validates objects with them.
 """
 
-from lemon.resources.crds import GROUP, VERSION, crd, crd_yaml, structural_schema
-from lemon.resources.profiles import (
+from lemon.resources.capacity_profile import (
     CapacityProfileSpec,
     LemonCapacityProfile,
     Resources,
     TierSpec,
 )
+from lemon.resources.crds import GROUP, VERSION, crd, crd_yaml, structural_schema
 from lemon.resources.status import (
     CapacityProfileStatus,
     Condition,

@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from lemon.resources.policy import LemonPolicyStatus, PolicySpec
-from lemon.resources.profiles import CapacityProfileSpec
+from lemon.resources.capacity_profile import CapacityProfileSpec
+from lemon.resources.lemon_policy import LemonPolicyStatus, PolicySpec
+from lemon.resources.lemon_training import LemonTrainingStatus, TrainingSpec
 from lemon.resources.status import CapacityProfileStatus, LemonSpecStatus
-from lemon.resources.training import LemonTrainingStatus, TrainingSpec
 from lemon.spec.models import LemonSpecBody
 
 __all__ = ["GROUP", "KINDS", "VERSION", "crd", "crd_yaml", "structural_schema"]

@@ -13,8 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-from lemon.sandbox.config import SandboxConfig
 from lemon.sandbox.errors import SandboxUnavailable
+from lemon.sandbox.limits import SandboxConfig
 
 __all__ = ["WORKDIR", "WRAPPER", "build_command", "resolve_python"]
 

@@ -19,7 +19,7 @@ from pydantic import (
     field_validator,
 )
 
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 
 __all__ = [
     "ROLE_NAME_PATTERN",

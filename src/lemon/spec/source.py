@@ -15,7 +15,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from lemon.spec.errors import Issue, SpecError
+from lemon.spec.issues import Issue, SpecError
 
 __all__ = [
     "MAX_DEPTH",

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from lemon.spec.errors import Issue, SpecError
+from lemon.spec.issues import Issue, SpecError
 from lemon.spec.models import Agent, LemonSpec, LemonSpecBody, ObjectMeta, Spec
 from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.spec.source import Path, SourceMap, read_document

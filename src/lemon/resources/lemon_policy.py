@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from lemon.resources.profiles import Resources
+from lemon.resources.capacity_profile import Resources
 from lemon.resources.status import Condition
 from lemon.spec.models import ObjectMeta
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon import __version__
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.validation import DEFAULT_MAX_AGENTS, ParsedSpec, ValidationOptions
 
 __all__ = [
@@ -32,10 +32,10 @@ __all__ = [
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "lemon.run_cli",
-    "lemon.evaluation_cli",
-    "lemon.eval_cli",
-    "lemon.teacher_cli",
+    "lemon.cli.run",
+    "lemon.cli.score",
+    "lemon.cli.eval",
+    "lemon.cli.teacher",
 )
 """Modules that add subcommands: each defines ``register(subparsers) -> None`` and must be
 cheap to import (heavy imports go inside the command handlers). Handlers take the parsed

@@ -1,7 +1,8 @@
 """``LemonTraining``: one training run (SFT or counterfactual GRPO) as a Kubernetes resource.
 
-The spec embeds the parts of :class:`lemon.training.config.TrainingConfig` (hyperparameters,
-counterfactual settings, reward weights, LoRA) in camelCase, plus what only a cluster needs:
+The spec embeds the parts of :class:`lemon.learning.training_config.TrainingConfig`
+(hyperparameters, counterfactual settings, reward weights, LoRA) in camelCase, plus what only a
+cluster needs:
 the image, replicas, resources and where data and output live. :func:`training_config` turns
 a spec into the exact ``TrainingConfig`` the operator renders into the PyTorchJob's ConfigMap,
 so the resource and ``lemon train --config`` can never disagree on a field.
@@ -20,18 +21,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from lemon.resources.profiles import Resources
-from lemon.resources.status import Condition
-from lemon.reward import RewardConfig
-from lemon.spec.models import ObjectMeta
-from lemon.spec.mutations import MutationKind
-from lemon.training.config import (
+from lemon.learning.training_config import (
     PACKAGED_BASE,
     CounterfactualConfig,
     HyperParameters,
     LoraConfig,
     TrainingConfig,
 )
+from lemon.resources.capacity_profile import Resources
+from lemon.resources.status import Condition
+from lemon.reward import RewardConfig
+from lemon.spec.models import ObjectMeta
+from lemon.spec.mutations import MutationKind
 
 __all__ = [
     "CONFIG_PATH",

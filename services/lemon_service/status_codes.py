@@ -15,7 +15,7 @@ import grpc
 
 from lemon.backends.base import BackendError
 from lemon.engine.results import RunResult, RunStatus
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 
 __all__ = [
     "STATUS_TABLE",

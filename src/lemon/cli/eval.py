@@ -25,7 +25,7 @@ def _method(args: argparse.Namespace) -> str:
     if args.policy:
         return f"policy:{args.policy}"
     if args.spec:
-        from lemon.spec.errors import SpecError
+        from lemon.spec.issues import SpecError
         from lemon.spec.validation import load_spec
 
         try:
@@ -42,11 +42,11 @@ def _method(args: argparse.Namespace) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from lemon.capacity import build_backends, close_backends, resolve_profile
     from lemon.data.errors import DataError
     from lemon.data.items import Benchmark
     from lemon.data.splits import split_items
-    from lemon.evals.runner import EvalSettings, evaluate, print_progress
-    from lemon.profiles import build_backends, close_backends, resolve_profile
+    from lemon.evals.loop import EvalSettings, evaluate, print_progress
 
     try:
         benchmark = Benchmark(args.benchmark)
@@ -85,7 +85,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     policy = None
     if args.policy:
-        from lemon.run_cli import open_policy
+        from lemon.cli.run import open_policy
 
         policy = open_policy(args)
         meta["policy"] = policy.label
@@ -155,7 +155,7 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="single, sc3, sc5, sc-budget, chain, star, tree, debate, template (default)",
     )
-    from lemon.run_cli import add_policy_options
+    from lemon.cli.run import add_policy_options
 
     add_policy_options(p)
     p.add_argument(

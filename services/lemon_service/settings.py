@@ -14,9 +14,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from lemon.profiles import CapacityProfile, TierBackend, resolve_profile
+from lemon.capacity import CapacityProfile, TierBackend, resolve_profile
 from lemon.resources.status import TierStatus
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity
 
 __all__ = ["ConfigError", "Limits", "ServerConfig", "TlsFiles", "profile_from_status"]

@@ -9,12 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lemon.reward import RewardConfig
-from lemon.spec.formatting import format_spec
-from lemon.spec.models import Agent, Capacity, Spec
-from lemon.spec.mutations import MutationKind, mutations
-from lemon.spec.validation import parse_spec
-from lemon.training.synthetic import (
+from lemon.learning.simulator import (
     DUTIES,
     Domain,
     SyntheticTask,
@@ -24,6 +19,11 @@ from lemon.training.synthetic import (
     parse_synthetic_data,
     teacher_spec,
 )
+from lemon.reward import RewardConfig
+from lemon.spec.formatting import format_spec
+from lemon.spec.models import Agent, Capacity, Spec
+from lemon.spec.mutations import MutationKind, mutations
+from lemon.spec.validation import parse_spec
 
 TIERS = list(Capacity)
 

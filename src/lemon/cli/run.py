@@ -70,11 +70,11 @@ def _printer(event: dict[str, Any]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lemon.backends.base import Decoding
+    from lemon.capacity import resolve_profile
     from lemon.engine.executor import ExecutionOptions
-    from lemon.engine.runner import run_task
-    from lemon.engine.trace import TraceWriter, render_table
-    from lemon.profiles import resolve_profile
-    from lemon.spec.errors import SpecError
+    from lemon.events import TraceWriter, render_table
+    from lemon.orchestration import run_task
+    from lemon.spec.issues import SpecError
     from lemon.spec.roles import default_roles
     from lemon.spec.validation import ValidationOptions, load_spec
 
@@ -192,7 +192,7 @@ def add_policy_options(p: Any) -> None:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from lemon.engine.trace import read_trace, render_table, render_timeline
+    from lemon.events import read_trace, render_table, render_timeline
 
     try:
         events = read_trace(args.path)

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from lemon.backends.base import Backend
+from lemon.capacity import CapacityProfile, build_backends, close_backends
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.engine.results import RunResult
-from lemon.engine.trace import TraceWriter
+from lemon.events import TraceWriter
 from lemon.policy.inference import SpecPolicy
-from lemon.profiles import CapacityProfile, build_backends, close_backends
 from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary
 from lemon.spec.validation import ParsedSpec

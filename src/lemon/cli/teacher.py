@@ -1,4 +1,4 @@
-"""``lemon teacher search|llm``: write SFT data (see :mod:`lemon.policy.teacher`)."""
+"""``lemon teacher search|llm``: write SFT data (see :mod:`lemon.teaching.search`)."""
 
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ def _report(args: argparse.Namespace, stats: Any) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from lemon.policy.teacher import SearchSettings, search_teacher
-    from lemon.profiles import build_backends, close_backends, resolve_profile
+    from lemon.capacity import build_backends, close_backends, resolve_profile
+    from lemon.teaching.search import SearchSettings, search_teacher
 
     if args.candidates < 1 or args.max_tokens < 1 or args.concurrency < 1:
         raise UsageError("--candidates, --max-tokens and --concurrency must be at least 1")
@@ -93,7 +93,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_llm(args: argparse.Namespace) -> int:
     from lemon.backends.openai import OpenAIBackend
-    from lemon.policy.teacher import llm_teacher
+    from lemon.teaching.search import llm_teacher
 
     items = _items(args)
     backend = OpenAIBackend(args.endpoint, model=args.model, tier="teacher")

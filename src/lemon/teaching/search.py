@@ -36,7 +36,7 @@ from lemon.policy.inference import extract_spec_text
 from lemon.policy.prompt import policy_messages, spec_completion
 from lemon.policy.template import TaskKind, prefills, template_spec
 from lemon.reward import RewardConfig, orchestration_reward
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.mutations import mutations
 from lemon.spec.validation import parse_spec
@@ -125,7 +125,7 @@ class TeacherStats:
 
 
 def _done_ids(path: Path) -> set[str]:
-    from lemon.evals.runner import drop_torn_tail
+    from lemon.evals.loop import drop_torn_tail
 
     drop_torn_tail(path)
     if not path.is_file():
@@ -160,7 +160,7 @@ async def search_teacher(
     progress: Callable[[int, int], None] | None = None,
 ) -> TeacherStats:
     """Execute candidate specs per item and append the best (by R_orch) as an SFT row."""
-    from lemon.evals.runner import task_text
+    from lemon.evals.loop import task_text
 
     stats = TeacherStats(items=len(items))
     done = _done_ids(out)
@@ -266,7 +266,7 @@ async def llm_teacher(
     progress: Callable[[int, int], None] | None = None,
 ) -> TeacherStats:
     """Ask ``backend`` (few-shot) for each item's spec; append only the valid ones."""
-    from lemon.evals.runner import task_text
+    from lemon.evals.loop import task_text
 
     stats = TeacherStats(items=len(items))
     done = _done_ids(out)

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from lemon.sandbox.commands import build_command
-from lemon.sandbox.config import SandboxConfig
+from lemon.sandbox.limits import SandboxConfig
 
 __all__ = ["RunResult", "RunStatus", "run_program", "run_programs", "run_programs_async"]
 

@@ -52,8 +52,8 @@ def _error_line(stderr: str) -> str:
 
 async def run_python_tool(inputs: Sequence[str], *, timeout_s: float = 10.0) -> ToolResult:
     """Run the dependencies' code in the sandbox; the output is stdout or the error."""
-    from lemon.sandbox.config import SandboxConfig
-    from lemon.sandbox.runner import RunStatus, run_program
+    from lemon.sandbox.execution import RunStatus, run_program
+    from lemon.sandbox.limits import SandboxConfig
 
     code = extract_code(inputs)
     if not code.strip():

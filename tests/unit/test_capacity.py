@@ -9,7 +9,7 @@ import pytest
 from lemon.backends.local import LocalBackend
 from lemon.backends.openai import OpenAIBackend
 from lemon.backends.scripted import ScriptedBackend
-from lemon.profiles import BUILTIN_PROFILES, build_backends, load_profiles, resolve_profile
+from lemon.capacity import BUILTIN_PROFILES, build_backends, load_profiles, resolve_profile
 from lemon.spec import Capacity, SpecError
 
 PROFILE_FILE = """\

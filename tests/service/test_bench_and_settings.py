@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lemon.spec.models import Capacity
-from lemon_service.config import ConfigError, profile_from_status
+from lemon_service.settings import ConfigError, profile_from_status
 from tests.conftest import ROOT, run_lemon
 from tests.service.conftest import ServeProcess
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lemon.backends.base import Backend
 from lemon.backends.scripted import ScriptedConfig
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity
 
 __all__ = [

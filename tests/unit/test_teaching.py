@@ -13,10 +13,10 @@ from pathlib import Path
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
 from lemon.data.items import Benchmark, NumericItem
 from lemon.policy.prompt import policy_messages
-from lemon.policy.teacher import SearchSettings, candidate_specs, llm_teacher, search_teacher
 from lemon.policy.template import template_spec
 from lemon.spec.models import Capacity
 from lemon.spec.validation import parse_spec
+from lemon.teaching.search import SearchSettings, candidate_specs, llm_teacher, search_teacher
 from tests.conftest import run_lemon
 
 ITEMS = [

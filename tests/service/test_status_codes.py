@@ -7,8 +7,8 @@ import pytest
 
 from lemon.backends.base import BackendError
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
-from lemon.spec.errors import Issue, SpecError
-from lemon_service.errors import (
+from lemon.spec.issues import Issue, SpecError
+from lemon_service.status_codes import (
     BadRequest,
     LimitExceeded,
     RunDeadline,

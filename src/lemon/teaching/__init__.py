@@ -1,0 +1,1 @@
+"""Teachers: where the policy's SFT data comes from."""
