@@ -11,7 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
+from lemon.cli.options import (
+    EXIT_INVALID,
+    EXIT_OK,
+    UsageError,
+    add_policy_options,
+    open_policy,
+    sample_item,
+)
 
 __all__ = ["register_client", "register_serve"]
 
@@ -32,7 +39,6 @@ def _token(path: str | None) -> str | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from lemon.cli.run import open_policy
     from lemon_service.server import serve
     from lemon_service.settings import ConfigError, Limits, ServerConfig, TlsFiles
 
@@ -76,7 +82,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register_serve(sub: Any) -> None:
-    from lemon.cli.run import add_policy_options
     from lemon_service.settings import DEFAULT_PORT, Limits
 
     d = Limits()
@@ -180,8 +185,6 @@ async def _client_call(args: argparse.Namespace) -> int:
                 print(issue.rendered, file=sys.stderr if args.json else sys.stdout)
             return EXIT_OK if result.valid else EXIT_INVALID
         if args.task is None:
-            from lemon.cli.run import sample_item
-
             args.task = sample_item().question
         if args.action == "execute":
             text = Path(args.spec).read_text(encoding="utf-8")

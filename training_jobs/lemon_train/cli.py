@@ -14,9 +14,10 @@ import argparse
 import sys
 from typing import Any
 
+from lemon.cli.options import EXIT_OK, EXIT_USAGE
+
 __all__ = ["EXIT_OK", "EXIT_USAGE", "add_arguments", "cmd_train", "register"]
 
-EXIT_OK, EXIT_USAGE = 0, 2
 STAGES = ("sft", "grpo")
 
 

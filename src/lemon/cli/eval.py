@@ -1,17 +1,26 @@
-"""``lemon eval`` and ``lemon report``."""
+"""``lemon eval``: run a method (a baseline, a fixed spec or a learned policy) over benchmark
+items, score it and write a resumable run directory (``items.jsonl``, ``summary.json``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
+from lemon.cli.options import (
+    EXIT_OK,
+    UsageError,
+    add_item_options,
+    add_policy_options,
+    add_profile_options,
+    open_policy,
+    resolve_profile_option,
+    select_items,
+)
 
-__all__ = ["register"]
+__all__ = ["register", "run"]
 
 
 def _method(args: argparse.Namespace) -> str:
@@ -41,30 +50,14 @@ def _method(args: argparse.Namespace) -> str:
     return f"baseline:{name}"
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from lemon.capacity import build_backends, close_backends, resolve_profile
-    from lemon.data.errors import DataError
-    from lemon.data.items import Benchmark
-    from lemon.data.splits import split_items
+def run(args: argparse.Namespace) -> int:
+    from lemon.capacity import build_backends, close_backends
     from lemon.evals.loop import EvalSettings, evaluate, print_progress
 
-    try:
-        benchmark = Benchmark(args.benchmark)
-    except ValueError:
-        known = ", ".join(b.value for b in Benchmark)
-        raise UsageError(f"unknown benchmark {args.benchmark!r} (known: {known})") from None
+    items = select_items(args)
     method = _method(args)
-    try:
-        profile = resolve_profile(args.profile, files=args.profiles)
-    except KeyError as exc:
-        raise UsageError(str(exc.args[0])) from None
-    try:
-        items = split_items(benchmark, split=args.split, directory=args.data_dir)
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
-    items = items[args.offset : args.offset + args.limit if args.limit else None]
-    if not items:
-        raise UsageError("no items selected")
+    profile = resolve_profile_option(args)
+    benchmark = items[0].benchmark
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
     out_dir = Path(args.out) / name
     settings = EvalSettings(
@@ -82,11 +75,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "offset": args.offset,
         "limit": args.limit,
     }
-
     policy = None
     if args.policy:
-        from lemon.cli.run import open_policy
-
         policy = open_policy(args)
         meta["policy"] = policy.label
 
@@ -119,34 +109,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from lemon.evals.report import load_summaries, markdown_table, plot
-
-    try:
-        summaries = load_summaries(args.runs)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"lemon report: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    table = markdown_table(summaries)
-    print(table)
-    if args.markdown:
-        Path(args.markdown).write_text(table + "\n", encoding="utf-8")
-    if args.png:
-        plot(summaries, args.png)
-        print(f"wrote {args.png}", file=sys.stderr)
-    return EXIT_OK
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser("eval", help="run a method on a benchmark, score it, write results")
-    p.add_argument("--benchmark", required=True)
-    p.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument(
-        "--split",
-        choices=["test", "all", "train"],
-        default="test",
-        help="test (default): reported items only, never the held-in training partition; "
+    add_item_options(
+        p,
+        splits=("test", "all", "train"),
+        split_help="test (default): reported items only, never the held-in training partition; "
         "all: the whole published file, in file order",
     )
     p.add_argument("--spec", metavar="PATH", help="run this spec on every item")
@@ -155,21 +123,13 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="single, sc3, sc5, sc-budget, chain, star, tree, debate, template (default)",
     )
-    from lemon.cli.run import add_policy_options
-
     add_policy_options(p)
     p.add_argument(
         "--specs-only",
         action="store_true",
         help="with --policy: only write and validate each item's spec (no workers run)",
     )
-    p.add_argument("--profile", default="embedded")
-    p.add_argument("--profiles", action="append", default=[], metavar="FILE")
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="default: $LEMON_DATA_DIR if set, else the copy shipped with lemon",
-    )
+    add_profile_options(p)
     p.add_argument("--out", default="runs", help="runs folder (default: runs/)")
     p.add_argument("--name", default=None, help="run name (default: BENCHMARK-METHOD)")
     p.add_argument("--max-tokens", type=int, default=256)
@@ -177,10 +137,4 @@ def register(sub: Any) -> None:
     p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(handler=cmd_eval)
-
-    p = sub.add_parser("report", help="compare eval runs: markdown table and accuracy/tokens PNG")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories or summary files")
-    p.add_argument("--png", metavar="PATH")
-    p.add_argument("--markdown", metavar="PATH")
-    p.set_defaults(handler=cmd_report)
+    p.set_defaults(handler=run)

@@ -1,4 +1,6 @@
-"""``lemon run``, ``lemon trace`` and ``lemon serve-model``."""
+"""``lemon run``: one task end to end. The template policy (or ``--policy``, or ``--spec``)
+writes the team, the agents run on the profile's tiers, the answer is printed; without
+``--task`` the sample GSM8K item is solved and scored against its answer."""
 
 from __future__ import annotations
 
@@ -6,28 +8,22 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import replace
 from typing import Any
 
-from lemon.backends.local import DTYPES
-from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
+from lemon.cli.options import (
+    EXIT_INVALID,
+    EXIT_OK,
+    SAMPLE_ID,
+    UsageError,
+    add_policy_options,
+    add_profile_options,
+    add_roles_option,
+    open_policy,
+    resolve_profile_option,
+    sample_item,
+)
 
-__all__ = ["SAMPLE_ID", "add_policy_options", "open_policy", "register", "sample_item"]
-
-SAMPLE_ID = "gsm8k-train:0"
-"""The task ``lemon run`` solves when given none: GSM8K's first training item, read from the
-shipped data so the id, text and expected answer all come from the benchmark file."""
-
-
-def sample_item() -> Any:
-    from lemon.data import Benchmark, DataError, Source, load_items
-
-    try:
-        items = load_items(Benchmark.GSM8K, source=Source.TRAIN)
-    except DataError as exc:
-        raise UsageError(f"no --task given and the sample task cannot be read: {exc}") from None
-    (item,) = (item for item in items if item.id == SAMPLE_ID)
-    return item
+__all__ = ["register", "run"]
 
 
 def _sample_verdict(item: Any, answer: str | None) -> dict[str, Any]:
@@ -68,9 +64,8 @@ def _printer(event: dict[str, Any]) -> None:
         )
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from lemon.backends.base import Decoding
-    from lemon.capacity import resolve_profile
     from lemon.engine.executor import ExecutionOptions
     from lemon.events import TraceWriter, render_table
     from lemon.orchestration import run_task
@@ -78,12 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lemon.spec.roles import default_roles
     from lemon.spec.validation import ValidationOptions, load_spec
 
-    try:
-        profile = resolve_profile(args.profile, files=args.profiles)
-    except KeyError as exc:
-        raise UsageError(str(exc.args[0])) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read profile file: {exc}") from None
+    profile = resolve_profile_option(args)
     roles = default_roles(args.roles)
     parsed = None
     if args.spec is not None:
@@ -148,80 +138,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if result.status == "succeeded" else EXIT_INVALID
 
 
-DEFAULT_POLICY_TOKENS = 384
-
-
-def open_policy(args: argparse.Namespace) -> Any:
-    """The learned policy named by ``--policy`` (a version directory or an endpoint URL)."""
-    from lemon.policy.inference import DEFAULT_DECODING, load_policy
-    from lemon.policy.version import PolicyVersionError
-
-    if args.policy_attempts < 1 or args.policy_max_tokens < 1:
-        raise UsageError("--policy-attempts and --policy-max-tokens must be at least 1")
-    decoding = replace(DEFAULT_DECODING, max_tokens=args.policy_max_tokens)
-    try:
-        return load_policy(
-            args.policy,
-            model=args.policy_model,
-            max_attempts=args.policy_attempts,
-            decoding=decoding,
-        )
-    except PolicyVersionError as exc:
-        raise UsageError(f"--policy: {exc}") from None
-
-
-def add_policy_options(p: Any) -> None:
-    p.add_argument(
-        "--policy",
-        metavar="PATH|URL",
-        help="a trained policy version directory, or an OpenAI-compatible URL serving one",
-    )
-    p.add_argument("--policy-model", default=None, help="served model name (with a URL)")
-    p.add_argument(
-        "--policy-attempts",
-        type=int,
-        default=2,
-        help="tries before falling back to the template policy (default 2)",
-    )
-    p.add_argument(
-        "--policy-max-tokens",
-        type=int,
-        default=DEFAULT_POLICY_TOKENS,
-        help=f"longest spec the policy may write, in tokens (default {DEFAULT_POLICY_TOKENS})",
-    )
-
-
-def cmd_trace(args: argparse.Namespace) -> int:
-    from lemon.events import read_trace, render_table, render_timeline
-
-    try:
-        events = read_trace(args.path)
-    except OSError as exc:
-        raise UsageError(f"cannot read {args.path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID
-    print(render_timeline(events) if args.timeline else render_table(events))
-    return EXIT_OK
-
-
-def cmd_serve_model(args: argparse.Namespace) -> int:
-    from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
-    from lemon.serving import serve
-
-    name = PACKAGED if args.model == "packaged" else args.model
-    backend = LocalBackend(ModelSource(name, args.dtype), window_s=args.batch_window)
-    served = args.served_model_name or (
-        "SmolLM2-135M-Instruct" if args.model == "packaged" else args.model
-    )
-    print(
-        f"serving {backend.label} as {served!r} on http://{args.host}:{args.port}/v1",
-        file=sys.stderr,
-    )
-    serve(backend, served_name=served, host=args.host, port=args.port)
-    return EXIT_OK
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "run",
@@ -242,37 +158,11 @@ def register(sub: Any) -> None:
         default="default",
         help="template policy variant; compute: maths teams with a python_executor",
     )
-    p.add_argument("--profile", default="embedded", help="capacity profile (default: embedded)")
-    p.add_argument(
-        "--profiles",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="profile file (repeatable; also $LEMON_PROFILES)",
-    )
-    p.add_argument("--roles", action="append", default=[], metavar="FILE")
+    add_profile_options(p)
+    add_roles_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", metavar="PATH", help="append the run's events (JSONL) to PATH")
     p.add_argument("--max-tokens", type=int, default=256, help="per agent (default 256)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--deadline", type=float, default=900.0, help="seconds for the whole run")
-    p.set_defaults(handler=cmd_run)
-
-    p = sub.add_parser("trace", help="render a run trace (JSONL) as a table or timeline")
-    p.add_argument("path", metavar="PATH")
-    p.add_argument("--timeline", action="store_true")
-    p.set_defaults(handler=cmd_trace)
-
-    p = sub.add_parser("serve-model", help="OpenAI-compatible HTTP server over an in-process model")
-    p.add_argument("--model", default="packaged", help="'packaged' or a local model directory")
-    p.add_argument("--served-model-name", default=None)
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        choices=DTYPES,
-        help="auto: bfloat16 on CUDA; on the CPU fbgemm float16 weights (int8 without fbgemm)",
-    )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--batch-window", type=float, default=0.02, help="seconds to gather a batch")
-    p.set_defaults(handler=cmd_serve_model)
+    p.set_defaults(handler=run)

@@ -1,4 +1,4 @@
-"""``lemon teacher search|llm``: write SFT data (see :mod:`lemon.teaching.search`)."""
+"""``lemon teacher search|llm``: write SFT rows for the policy (see :mod:`lemon.teaching`)."""
 
 from __future__ import annotations
 
@@ -6,35 +6,24 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lemon.cli import EXIT_OK, UsageError
+from lemon.cli.options import (
+    EXIT_OK,
+    UsageError,
+    add_item_options,
+    add_json_option,
+    add_profile_options,
+    resolve_profile_option,
+    select_items,
+)
 
 __all__ = ["register"]
 
 
-def _items(args: argparse.Namespace) -> list[Any]:
-    from lemon.data.errors import DataError
-    from lemon.data.items import Benchmark
-    from lemon.data.splits import split_items
-
-    try:
-        benchmark = Benchmark(args.benchmark)
-    except ValueError:
-        known = ", ".join(b.value for b in Benchmark)
-        raise UsageError(f"unknown benchmark {args.benchmark!r} (known: {known})") from None
-    try:
-        items = split_items(benchmark, split=args.split, directory=args.data_dir)
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
-    items = items[args.offset : args.offset + args.limit if args.limit else None]
-    if not items:
-        raise UsageError("no items selected")
-    return items
-
-
-def _progress(quiet: bool) -> Any:
+def _progress(quiet: bool) -> Callable[[int, int], None] | None:
     if quiet:
         return None
 
@@ -60,17 +49,14 @@ def _report(args: argparse.Namespace, stats: Any) -> int:
     return EXIT_OK
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    from lemon.capacity import build_backends, close_backends, resolve_profile
-    from lemon.teaching.search import SearchSettings, search_teacher
+def run_search(args: argparse.Namespace) -> int:
+    from lemon.capacity import build_backends, close_backends
+    from lemon.teaching import SearchSettings, search_teacher
 
     if args.candidates < 1 or args.max_tokens < 1 or args.concurrency < 1:
         raise UsageError("--candidates, --max-tokens and --concurrency must be at least 1")
-    try:
-        profile = resolve_profile(args.profile, files=args.profiles)
-    except KeyError as exc:
-        raise UsageError(str(exc.args[0])) from None
-    items = _items(args)
+    profile = resolve_profile_option(args)
+    items = select_items(args)
     settings = SearchSettings(
         candidates=args.candidates, max_tokens=args.max_tokens, concurrency=args.concurrency
     )
@@ -91,11 +77,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     return _report(args, asyncio.run(go()))
 
 
-def cmd_llm(args: argparse.Namespace) -> int:
+def run_llm(args: argparse.Namespace) -> int:
     from lemon.backends.openai import OpenAIBackend
-    from lemon.teaching.search import llm_teacher
+    from lemon.teaching import llm_teacher
 
-    items = _items(args)
+    items = select_items(args)
     backend = OpenAIBackend(args.endpoint, model=args.model, tier="teacher")
 
     async def go() -> Any:
@@ -115,17 +101,9 @@ def cmd_llm(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", required=True)
-    p.add_argument("--split", choices=["train", "test", "all"], default="train")
-    p.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="default: $LEMON_DATA_DIR if set, else the copy shipped with lemon",
-    )
+    add_item_options(p, splits=("train", "test", "all"))
     p.add_argument("--out", required=True, help="SFT rows (JSONL), appended; resumable")
-    p.add_argument("--json", action="store_true", help="print one JSON summary")
+    add_json_option(p, help_text="print one JSON summary")
     p.add_argument("-q", "--quiet", action="store_true")
 
 
@@ -143,13 +121,12 @@ def register(sub: Any) -> None:
     s.add_argument("--candidates", type=int, default=6, help="specs tried per item (default 6)")
     s.add_argument("--max-tokens", type=int, default=128, help="per agent (default 128)")
     s.add_argument("--concurrency", type=int, default=2, help="items in flight")
-    s.add_argument("--profile", default="embedded")
-    s.add_argument("--profiles", action="append", default=[], metavar="FILE")
-    s.set_defaults(handler=cmd_search)
+    add_profile_options(s)
+    s.set_defaults(handler=run_search)
     llm = teachers.add_parser("llm", help="few-shot an LLM behind an OpenAI-compatible URL")
     _common(llm)
     llm.add_argument("--endpoint", required=True, help="base URL, e.g. http://host:8000/v1")
     llm.add_argument("--model", required=True, help="served model name")
     llm.add_argument("--max-tokens", type=int, default=384)
     llm.add_argument("--concurrency", type=int, default=4)
-    llm.set_defaults(handler=cmd_llm)
+    llm.set_defaults(handler=run_llm)
