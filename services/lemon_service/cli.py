@@ -19,10 +19,12 @@ from lemon.cli.options import (
     open_policy,
     sample_item,
 )
+from lemon.policy.template import TemplateVariant
 
 __all__ = ["register_client", "register_serve"]
 
 TOKEN_ENV = "LEMON_TOKEN"
+TEMPLATES = [variant.value for variant in TemplateVariant]
 
 
 def _token(path: str | None) -> str | None:
@@ -243,10 +245,10 @@ def register_client(sub: Any) -> None:
 
     q = actions.add_parser("orchestrate", help="the policy writes the team; print the answer")
     run_flags(q)
-    q.add_argument("--template", choices=["default", "compute"], default="")
+    q.add_argument("--template", choices=TEMPLATES, default="")
     q = actions.add_parser("stream", help="the same, as events (one JSON object a line)")
     run_flags(q)
-    q.add_argument("--template", choices=["default", "compute"], default="")
+    q.add_argument("--template", choices=TEMPLATES, default="")
     q = actions.add_parser("execute", help="run a given spec on a task")
     q.add_argument("--spec", required=True, metavar="PATH")
     run_flags(q)

@@ -8,13 +8,13 @@ engine's retries is UNAVAILABLE, not an ordinary failed run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import grpc
 
 from lemon.backends.base import BackendError
 from lemon.engine.results import RunResult, RunStatus
+from lemon.events import AgentFailed, Event
 from lemon.spec.issues import SpecError
 
 __all__ = [
@@ -72,7 +72,7 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}): {exc}"
 
 
-def run_failure(result: RunResult, events: Iterable[Mapping[str, Any]]) -> ServiceError | None:
+def run_failure(result: RunResult, events: Iterable[Event]) -> ServiceError | None:
     """The status-worthy reason a finished run failed, or None (succeeded, or an ordinary
     failure such as an empty answer, reported in the response itself).
 
@@ -85,10 +85,9 @@ def run_failure(result: RunResult, events: Iterable[Mapping[str, Any]]) -> Servi
         return RunDeadline(f"{result.error}; unfinished agents were cancelled")
     capacity = {agent.name: agent.capacity for agent in result.agents}
     for event in events:
-        if event.get("event") == "agent_error" and event.get("transient"):
-            agent = str(event.get("agent"))
+        if isinstance(event, AgentFailed) and event.transient:
             return TierUnavailable(
-                f"tier {capacity.get(agent, '?')} unavailable: agent {agent!r} failed after "
-                f"{event.get('attempt')} attempts: {event.get('error')}"
+                f"tier {capacity.get(event.agent, '?')} unavailable: agent {event.agent!r} "
+                f"failed after {event.attempt} attempts: {event.error}"
             )
     return None

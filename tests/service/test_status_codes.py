@@ -7,6 +7,7 @@ import pytest
 
 from lemon.backends.base import BackendError
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
+from lemon.events import AgentFailed
 from lemon.spec.issues import Issue, SpecError
 from lemon_service.status_codes import (
     BadRequest,
@@ -48,11 +49,9 @@ def test_run_failure_classification() -> None:
     assert isinstance(late, RunDeadline)
     down = run_failure(
         _result(RunStatus.FAILED, "output agent 'solver' failed: cannot reach"),
-        [{"event": "agent_error", "agent": "solver", "attempt": 4, "error": "cannot reach",
-          "transient": True}],
-    )  # fmt: skip
+        [AgentFailed(agent="solver", attempt=4, error="cannot reach", transient=True)],
+    )
     assert isinstance(down, TierUnavailable)
     assert "tier medium unavailable: agent 'solver' failed after 4 attempts" in str(down)
-    error = {"event": "agent_error", "agent": "solver", "attempt": 1, "error": "400"}
-    permanent = [{**error, "transient": False}]
+    permanent = [AgentFailed(agent="solver", attempt=1, error="400", transient=False)]
     assert run_failure(_result(RunStatus.FAILED, "output agent failed"), permanent) is None

@@ -16,7 +16,7 @@ from lemon.policy.prompt import policy_messages
 from lemon.policy.template import template_spec
 from lemon.spec.models import Capacity
 from lemon.spec.validation import parse_spec
-from lemon.teaching.search import SearchSettings, candidate_specs, llm_teacher, search_teacher
+from lemon.teaching import SearchSettings, candidate_specs, llm_teacher, search_teacher
 from tests.conftest import run_lemon
 
 ITEMS = [

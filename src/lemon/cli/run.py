@@ -22,6 +22,15 @@ from lemon.cli.options import (
     resolve_profile_option,
     sample_item,
 )
+from lemon.events import (
+    AgentFinished,
+    AgentRetrying,
+    AgentStarted,
+    Event,
+    PolicyAttempted,
+    SpecReady,
+)
+from lemon.policy.template import TemplateVariant
 
 __all__ = ["register", "run"]
 
@@ -39,29 +48,26 @@ def _sample_verdict(item: Any, answer: str | None) -> dict[str, Any]:
     }
 
 
-def _printer(event: dict[str, Any]) -> None:
-    kind = event["event"]
-    if kind == "spec_ready":
-        print(f"spec from {event['origin']}", file=sys.stderr)
-    elif kind == "policy_attempt":
-        verdict = "valid spec" if event["valid"] else "; ".join(event["errors"][:3])
-        print(f"  policy attempt {event['attempt']}: {verdict}", file=sys.stderr)
-    elif kind == "agent_start":
-        reused = " (reused)" if event.get("reused") else ""
-        print(
-            f"  started  {event['agent']} ({event['role']}, {event['capacity']}){reused}",
-            file=sys.stderr,
+def _printer(event: Event) -> None:
+    line = None
+    if isinstance(event, SpecReady):
+        line = f"spec from {event.origin}"
+    elif isinstance(event, PolicyAttempted):
+        verdict = "valid spec" if event.valid else "; ".join(event.errors[:3])
+        line = f"  policy attempt {event.attempt}: {verdict}"
+    elif isinstance(event, AgentStarted):
+        reused = " (reused)" if event.reused else ""
+        line = f"  started  {event.agent} ({event.role}, {event.capacity}){reused}"
+    elif isinstance(event, AgentRetrying):
+        line = f"  retrying {event.agent}: {event.error}"
+    elif isinstance(event, AgentFinished):
+        tokens = event.prompt_tokens + event.completion_tokens
+        detail = f": {event.error}" if event.error else ""
+        line = (
+            f"  {event.status:<9} {event.agent} ({tokens} tokens, {event.latency_s:.2f} s){detail}"
         )
-    elif kind == "agent_retry":
-        print(f"  retrying {event['agent']}: {event['error']}", file=sys.stderr)
-    elif kind == "agent_finish":
-        tokens = event["prompt_tokens"] + event["completion_tokens"]
-        detail = f": {event['error']}" if event.get("error") else ""
-        print(
-            f"  {event['status']:<9} {event['agent']} ({tokens} tokens, "
-            f"{event['latency_s']:.2f} s){detail}",
-            file=sys.stderr,
-        )
+    if line is not None:
+        print(line, file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             return await run_task(
                 task,
-                template_variant=args.template,
+                template_variant=TemplateVariant(args.template),
                 profile=profile,
                 parsed=parsed,
                 roles=roles,
@@ -154,8 +160,8 @@ def register(sub: Any) -> None:
     add_policy_options(p)
     p.add_argument(
         "--template",
-        choices=["default", "compute"],
-        default="default",
+        choices=[variant.value for variant in TemplateVariant],
+        default=TemplateVariant.DEFAULT.value,
         help="template policy variant; compute: maths teams with a python_executor",
     )
     add_profile_options(p)

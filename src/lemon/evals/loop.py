@@ -11,7 +11,6 @@ backends, so the in-process model batches agents across items.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from collections import Counter
@@ -20,28 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lemon import atomic
 from lemon.backends.base import Backend, Decoding
-from lemon.data.items import ChoiceItem, CodeItem, Item, NumericItem
+from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import ExecutionOptions, execute
 from lemon.evals.baselines import BASELINES, baseline_spec
+from lemon.jsonl import RecordFile, read_records
 from lemon.policy.inference import SpecPolicy
+from lemon.spec.formatting import format_spec
 from lemon.spec.models import Capacity, Spec
+from lemon.tasks import TaskKind, classify_task, item_prefills, task_text
 
-__all__ = ["EvalSettings", "ItemRecord", "evaluate", "summarize", "task_text"]
+__all__ = ["EvalSettings", "ItemRecord", "evaluate", "summarize"]
 
 SC_TEMPERATURE = 0.7
-
-
-def task_text(item: Item) -> str:
-    """The task an item poses, as the agents see it."""
-    if isinstance(item, ChoiceItem):
-        options = "\n".join(
-            f"({letter}) {text}" for letter, text in zip(item.letters, item.options, strict=True)
-        )
-        return f"{item.question}\n\nAnswer Choices:\n{options}"
-    if isinstance(item, CodeItem):
-        return f"Complete this Python function:\n\n```python\n{item.prompt}```"
-    return item.question
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +83,6 @@ class ItemRecord:
         }
 
 
-def _prefill(item: Item) -> dict[str, str]:
-    from lemon.policy.template import TaskKind, prefills
-
-    return prefills(TaskKind.MATH) if isinstance(item, NumericItem) else {}
-
-
 def _extract(item: Item, text: str) -> tuple[float | str | None, bool]:
     from lemon.scoring.scorer import score_item
 
@@ -110,16 +95,15 @@ def _extract(item: Item, text: str) -> tuple[float | str | None, bool]:
 async def _run_item(
     item: Item,
     *,
+    task: str,
     spec: Spec,
     samples: int,
     settings: EvalSettings,
     backends: Mapping[Capacity, Backend],
 ) -> ItemRecord:
-    from lemon.spec.formatting import format_spec
-
     started = time.perf_counter()
-    task = task_text(item)
-    record = ItemRecord(item.id, settings.method, format_spec(spec), None)
+    text = format_spec(spec)
+    record = ItemRecord(item.id, settings.method, text, None)
     answers: list[tuple[str, float | str | None]] = []
     for k in range(samples):
         decoding = (
@@ -128,9 +112,9 @@ async def _run_item(
             else Decoding(max_tokens=settings.max_tokens, temperature=SC_TEMPERATURE, seed=k)
         )
         options = ExecutionOptions(
-            decoding=decoding, deadline_s=settings.deadline_s, prefill=_prefill(item)
+            decoding=decoding, deadline_s=settings.deadline_s, prefill=item_prefills(item)
         )
-        result = await execute(spec, task=task, backends=backends, options=options)
+        result = await execute(spec, task=task, backends=backends, options=options, spec_text=text)
         record.tokens += result.tokens()["total"]
         record.calls += result.calls
         if result.answer is None:
@@ -167,7 +151,9 @@ def _fixed_spec(settings: EvalSettings) -> Spec | None:
     return load_spec(value).spec
 
 
-def _method_spec(settings: EvalSettings, item: Item, fixed: Spec | None) -> tuple[Spec, int]:
+def _method_spec(
+    settings: EvalSettings, task: str, kind: TaskKind, fixed: Spec | None
+) -> tuple[Spec, int]:
     if fixed is not None:
         return fixed, 1
     value = settings.method.partition(":")[2]
@@ -175,37 +161,7 @@ def _method_spec(settings: EvalSettings, item: Item, fixed: Spec | None) -> tupl
     samples = baseline.samples
     if samples == "budget":
         samples = 64  # stopped by the budget inside _run_item
-    return baseline_spec(value, task_text(item)), samples
-
-
-def drop_torn_tail(path: Path) -> None:
-    """Cut a last line that an interrupted writer left without its newline, so that appended
-    records start on a line of their own (the torn record's item simply runs again)."""
-    if not path.is_file():
-        return
-    with path.open("rb+") as handle:
-        size = handle.seek(0, 2)
-        if size == 0:
-            return
-        handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return
-        handle.seek(0)
-        data = handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)
-
-
-def _read_done(path: Path) -> dict[str, dict[str, Any]]:
-    done: dict[str, dict[str, Any]] = {}
-    if not path.is_file():
-        return done
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line torn by an interruption: that item runs again
-        done[record["id"]] = record
-    return done
+    return baseline_spec(value, task, kind=kind), samples
 
 
 def summarize(
@@ -256,68 +212,69 @@ async def evaluate(
     fails to write validly falls back to the template policy's, and the record says so."""
     out_dir.mkdir(parents=True, exist_ok=True)
     items_path = out_dir / "items.jsonl"
-    drop_torn_tail(items_path)
-    done = _read_done(items_path)
-    todo = [item for item in items if item.id not in done]
     by_id = {item.id: item for item in items}
     semaphore = asyncio.Semaphore(settings.concurrency)
-    finished = len(items) - len(todo)
-    correct = sum(bool(done[i]["correct"]) for i in done if i in by_id)
-    lock = asyncio.Lock()
     fixed = _fixed_spec(settings)
+    records_file = RecordFile(items_path)
+    done = records_file.done
+    finished = sum(1 for item in items if item.id in done)
+    correct = sum(bool(done[i]["correct"]) for i in done if i in by_id)
 
-    with items_path.open("a", encoding="utf-8") as sink:
+    async def one(item: Item) -> dict[str, Any]:
+        task = task_text(item)
+        kind = classify_task(task)
+        async with semaphore:
+            decision = None
+            if policy is not None:
+                decision = await policy.write_spec(task, kind=kind)
+                spec, samples = decision.spec, 1
+            else:
+                spec, samples = _method_spec(settings, task, kind, fixed)
+            if settings.specs_only:
+                text = decision.text if decision is not None else format_spec(spec)
+                record = ItemRecord(item.id, settings.method, text, None)
+                record.status = "spec_only"
+            else:
+                record = await _run_item(
+                    item,
+                    task=task,
+                    spec=spec,
+                    samples=samples,
+                    settings=settings,
+                    backends=backends,
+                )
+            if decision is not None:
+                record.policy = {
+                    "first_valid": bool(decision.attempts and decision.attempts[0].valid),
+                    "fallback": decision.fallback,
+                    "attempts": len(decision.attempts),
+                    "tokens": decision.policy_tokens,
+                    "errors": [list(a.errors) for a in decision.attempts],
+                }
+        if (
+            isinstance(item, CodeItem)
+            and record.answer is not None
+            and record.status != "spec_only"
+        ):
+            from lemon.scoring.code import score_code
 
-        async def one(item: Item) -> None:
-            nonlocal finished, correct
-            async with semaphore:
-                decision = None
-                if policy is not None:
-                    decision = await policy.write_spec(task_text(item))
-                    spec, samples = decision.spec, 1
-                else:
-                    spec, samples = _method_spec(settings, item, fixed)
-                if settings.specs_only:
-                    from lemon.spec.formatting import format_spec
+            (run,) = await asyncio.to_thread(score_code, [item], [record.answer])
+            record.correct, record.extracted = run.passed, run.status.value
+        return record.to_json()
 
-                    record = ItemRecord(item.id, settings.method, format_spec(spec), None)
-                    record.status = "spec_only"
-                else:
-                    record = await _run_item(
-                        item, spec=spec, samples=samples, settings=settings, backends=backends
-                    )
-                if decision is not None:
-                    record.policy = {
-                        "first_valid": bool(decision.attempts and decision.attempts[0].valid),
-                        "fallback": decision.fallback,
-                        "attempts": len(decision.attempts),
-                        "tokens": decision.policy_tokens,
-                        "errors": [list(a.errors) for a in decision.attempts],
-                    }
-            if (
-                isinstance(item, CodeItem)
-                and record.answer is not None
-                and record.status != "spec_only"
-            ):
-                from lemon.scoring.code import score_code
+    def count(item: Item, record: dict[str, Any] | None) -> None:
+        nonlocal finished, correct
+        finished += 1
+        correct += bool(record and record["correct"])
+        if progress is not None:
+            progress(finished, len(items), correct)
 
-                (run,) = await asyncio.to_thread(score_code, [item], [record.answer])
-                record.correct, record.extracted = run.passed, run.status.value
-            async with lock:
-                sink.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
-                sink.flush()
-                finished += 1
-                correct += record.correct
-                if progress is not None:
-                    progress(finished, len(items), correct)
-
-        await asyncio.gather(*(one(item) for item in todo))
-
-    records = [r for i, r in _read_done(items_path).items() if i in by_id]
+    await records_file.append_each(items, key=lambda item: item.id, work=one, on_record=count)
+    records = [r for i, r in read_records(items_path).items() if i in by_id]
     summary = summarize(
         records, settings={**meta, "method": settings.method, "max_tokens": settings.max_tokens}
     )
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    atomic.write_json(out_dir / "summary.json", summary)
     return summary
 
 

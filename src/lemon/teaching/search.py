@@ -1,58 +1,37 @@
-"""Teachers: where SFT data comes from (``lemon teacher``).
+"""The search teacher: execute candidate specs per training item, keep the best by R_orch.
 
-Both write the SFT rows the policy learns from, one JSON object per line::
-
-    {"id": ..., "prompt": [system, user messages], "completion": [{"role": "assistant",
-     "content": CANONICAL_SPEC_YAML}], "provenance": {...}}
-
-(TRL's conversational prompt-completion format; the prompt is :func:`policy_messages`.)
-
-- The **search teacher** samples candidate specs for a training item — the template policy's
-  team, its compute variant, fixed topologies, and every single-field mutant of the template —
-  executes each with the configured capacity profile (one reuse cache per item, so mutants
-  re-run only what changed), scores the answer, and keeps the candidate with the highest R_orch
-  (ties: the first candidate, so the order is part of the method). Its provenance records every
-  candidate's reward.
-- The **LLM teacher** asks a model behind an OpenAI-compatible endpoint, with few-shot
-  examples (template specs for sample tasks of each kind), and keeps only specs that validate.
-
-Rows are appended as items finish and items already in the output are skipped, so an
-interrupted run resumes where it stopped.
+Candidates, in a fixed order: the template policy's team, its compute variant (maths), the
+fixed teams of :mod:`lemon.policy.teams`, and every single-field mutant of the template. Each is
+executed on the configured capacity profile (one reuse cache per item, so mutants re-run only
+what changed) and scored; the candidate with the highest R_orch is written (ties: the first
+candidate, so the order is part of the method). The row's provenance records every
+candidate's reward.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lemon.backends.base import Backend, Decoding, GenerationRequest, Message
-from lemon.data.items import CodeItem, Item, NumericItem
+from lemon.backends.base import Backend, Decoding
+from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
-from lemon.policy.inference import extract_spec_text
-from lemon.policy.prompt import policy_messages, spec_completion
-from lemon.policy.template import TaskKind, prefills, template_spec
+from lemon.policy.prompt import spec_completion
+from lemon.policy.teams import Team, team_spec
+from lemon.policy.template import TemplateVariant, template_spec
 from lemon.reward import RewardConfig, orchestration_reward
-from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.mutations import mutations
 from lemon.spec.validation import parse_spec
+from lemon.tasks import TaskKind, classify_task, item_prefills, task_text
+from lemon.teaching.rows import Progress, TeacherStats, sft_row, write_rows
 
-__all__ = [
-    "FEW_SHOT_TASKS",
-    "Candidate",
-    "SearchSettings",
-    "TeacherStats",
-    "candidate_specs",
-    "llm_teacher",
-    "search_teacher",
-    "sft_row",
-]
+__all__ = ["Candidate", "SearchSettings", "candidate_specs", "search_teacher"]
 
-_TOPOLOGIES = ("single", "pot", "chain", "plan-pot", "star")
+_TEAMS = (Team.SINGLE, Team.POT, Team.CHAIN, Team.PLAN_POT, Team.STAR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +40,16 @@ class Candidate:
     spec: Spec
 
 
-def candidate_specs(task: str, limit: int) -> list[Candidate]:
+def candidate_specs(task: str, limit: int, *, kind: TaskKind | None = None) -> list[Candidate]:
     """Up to ``limit`` distinct candidate specs for ``task``, in a fixed order: the template,
-    its compute variant, fixed topologies, then the template's single-field mutants."""
-    from lemon.evals.baselines import baseline_spec
-
-    kind, spec, text = template_spec(task)
+    its compute variant, fixed teams, then the template's single-field mutants."""
+    kind = kind or classify_task(task)
+    _, spec, text = template_spec(task, kind=kind)
     found: list[Candidate] = [Candidate("template", spec)]
     if kind is TaskKind.MATH:
-        found.append(Candidate("template:compute", template_spec(task, variant="compute")[1]))
-    found += [Candidate(f"topology:{name}", baseline_spec(name, task)) for name in _TOPOLOGIES]
+        compute = template_spec(task, kind=kind, variant=TemplateVariant.COMPUTE)[1]
+        found.append(Candidate(f"template:{TemplateVariant.COMPUTE}", compute))
+    found += [Candidate(f"topology:{team}", team_spec(team, task, kind=kind)) for team in _TEAMS]
     parsed = parse_spec(text)
     found += [
         Candidate(f"mutant:{m.kind.value}:{m.agent}:{m.target}", m.spec) for m in mutations(parsed)
@@ -85,15 +64,6 @@ def candidate_specs(task: str, limit: int) -> list[Candidate]:
     return unique[:limit]
 
 
-def sft_row(item_id: str, task: str, spec: Spec, provenance: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "prompt": policy_messages(task),
-        "completion": [{"role": "assistant", "content": spec_completion(spec, spec.output)}],
-        "provenance": dict(provenance),
-    }
-
-
 @dataclass(frozen=True, slots=True)
 class SearchSettings:
     candidates: int = 6
@@ -101,42 +71,6 @@ class SearchSettings:
     concurrency: int = 2
     rewards: RewardConfig = field(default_factory=RewardConfig)
     deadline_s: float = 900.0
-
-
-@dataclass(slots=True)
-class TeacherStats:
-    items: int = 0
-    written: int = 0
-    skipped_done: int = 0
-    rejected: int = 0
-    executions: int = 0
-    reused_calls: int = 0
-    details: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "items": self.items,
-            "written": self.written,
-            "skipped_done": self.skipped_done,
-            "rejected": self.rejected,
-            "executions": self.executions,
-            "reused_calls": self.reused_calls,
-        }
-
-
-def _done_ids(path: Path) -> set[str]:
-    from lemon.evals.loop import drop_torn_tail
-
-    drop_torn_tail(path)
-    if not path.is_file():
-        return set()
-    done = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            done.add(json.loads(line)["id"])
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a torn last line: that item runs again
-    return done
 
 
 def _success(item: Item, answer: str | None) -> float:
@@ -157,27 +91,18 @@ async def search_teacher(
     backends: Mapping[Capacity, Backend],
     out: Path,
     settings: SearchSettings = SearchSettings(),
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> TeacherStats:
     """Execute candidate specs per item and append the best (by R_orch) as an SFT row."""
-    from lemon.evals.loop import task_text
-
-    stats = TeacherStats(items=len(items))
-    done = _done_ids(out)
-    todo = [item for item in items if item.id not in done]
-    stats.skipped_done = len(items) - len(todo)
-    out.parent.mkdir(parents=True, exist_ok=True)
     semaphore = asyncio.Semaphore(settings.concurrency)
-    lock = asyncio.Lock()
-    finished = stats.skipped_done
+    workers = sorted({b.label for b in backends.values()})
 
-    async def one(item: Item, sink: Any) -> None:
-        nonlocal finished
+    async def row(item: Item, stats: TeacherStats) -> dict[str, Any] | None:
         task = task_text(item)
         options = ExecutionOptions(
             decoding=Decoding(max_tokens=settings.max_tokens),
             deadline_s=settings.deadline_s,
-            prefill=prefills(TaskKind.MATH) if isinstance(item, NumericItem) else {},
+            prefill=item_prefills(item),
         )
         cache = CallCache()
         scored: list[dict[str, Any]] = []
@@ -210,104 +135,18 @@ async def search_teacher(
                 )
                 if best is None or reward > best[0]:
                     best = (reward, candidate)
-        async with lock:
-            if best is None:
-                stats.rejected += 1
-            else:
-                chosen = next(s for s in scored if s["origin"] == best[1].origin)
-                provenance = {
-                    "teacher": "search",
-                    "benchmark": item.benchmark.value,
-                    "chosen": best[1].origin,
-                    **{k: chosen[k] for k in ("reward", "success", "worker_tokens")},
-                    "workers": sorted({b.label for b in backends.values()}),
-                    "candidates": scored,
-                }
-                sink.write(json.dumps(sft_row(item.id, task, best[1].spec, provenance)) + "\n")
-                sink.flush()
-                stats.written += 1
-                stats.details.append(provenance)
-            finished += 1
-            if progress is not None:
-                progress(finished, len(items))
+        if best is None:
+            return None
+        chosen = next(s for s in scored if s["origin"] == best[1].origin)
+        provenance = {
+            "teacher": "search",
+            "benchmark": item.benchmark.value,
+            "chosen": best[1].origin,
+            **{k: chosen[k] for k in ("reward", "success", "worker_tokens")},
+            "workers": workers,
+            "candidates": scored,
+        }
+        stats.details.append(provenance)
+        return sft_row(item.id, task, best[1].spec, provenance)
 
-    with out.open("a", encoding="utf-8") as sink:
-        await asyncio.gather(*(one(item, sink) for item in todo))
-    return stats
-
-
-FEW_SHOT_TASKS: tuple[str, ...] = (
-    "A baker makes 24 muffins and sells them in boxes of 4. Each box costs $3. How much money "
-    "does the baker make?",
-    "Which gas do plants absorb from the air? (A) Oxygen (B) Nitrogen (C) Carbon dioxide "
-    "(D) Helium",
-    "Write a Python function `is_palindrome(s)` that returns True when s reads the same backwards.",
-)
-
-
-def _few_shot(task: str) -> list[Message]:
-    messages = policy_messages(task)
-    shots: list[Message] = [Message("system", messages[0]["content"])]
-    for example in FEW_SHOT_TASKS:
-        text = template_spec(example)[2]
-        shots.append(Message("user", policy_messages(example)[1]["content"]))
-        shots.append(Message("assistant", text))
-    shots.append(Message("user", messages[1]["content"]))
-    return shots
-
-
-async def llm_teacher(
-    items: Sequence[Item],
-    *,
-    backend: Backend,
-    out: Path,
-    max_tokens: int = 384,
-    concurrency: int = 4,
-    progress: Callable[[int, int], None] | None = None,
-) -> TeacherStats:
-    """Ask ``backend`` (few-shot) for each item's spec; append only the valid ones."""
-    from lemon.evals.loop import task_text
-
-    stats = TeacherStats(items=len(items))
-    done = _done_ids(out)
-    todo = [item for item in items if item.id not in done]
-    stats.skipped_done = len(items) - len(todo)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    semaphore = asyncio.Semaphore(concurrency)
-    lock = asyncio.Lock()
-    finished = stats.skipped_done
-
-    async def one(item: Item, sink: Any) -> None:
-        nonlocal finished
-        task = task_text(item)
-        request = GenerationRequest(
-            messages=tuple(_few_shot(task)), decoding=Decoding(max_tokens=max_tokens)
-        )
-        async with semaphore:
-            generation = await backend.generate(request)
-        text = extract_spec_text(generation.text)
-        try:
-            parsed = parse_spec(text, source=f"<teacher:{item.id}>")
-        except SpecError as exc:
-            parsed, reason = None, exc.issues[0].message if exc.issues else str(exc)
-        async with lock:
-            if parsed is None:
-                stats.rejected += 1
-                stats.details.append({"id": item.id, "rejected": reason})
-            else:
-                provenance = {
-                    "teacher": "llm",
-                    "benchmark": item.benchmark.value,
-                    "model": backend.model_id,
-                    "shots": len(FEW_SHOT_TASKS),
-                }
-                sink.write(json.dumps(sft_row(item.id, task, parsed.spec, provenance)) + "\n")
-                sink.flush()
-                stats.written += 1
-            finished += 1
-            if progress is not None:
-                progress(finished, len(items))
-
-    with out.open("a", encoding="utf-8") as sink:
-        await asyncio.gather(*(one(item, sink) for item in todo))
-    return stats
+    return await write_rows(items, out=out, row=row, progress=progress)
