@@ -6,7 +6,7 @@ directory, resource limits, a wall-clock timeout, the process group killed at th
 needs a per-run marker printed after the program's last statement.
 """
 
-from lemon.sandbox.errors import SandboxUnavailable
+from lemon.sandbox.commands import SandboxUnavailable
 from lemon.sandbox.execution import (
     RunResult,
     RunStatus,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lemon.sandbox.errors import SandboxUnavailable
+from lemon.sandbox.commands import SandboxUnavailable
 from lemon.sandbox.execution import RunStatus, run_programs
 from lemon.sandbox.limits import SandboxConfig
 
