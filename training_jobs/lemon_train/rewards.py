@@ -254,7 +254,7 @@ def answer_success(answer: str | None, gold: Any) -> float:
         return 0.0
     gold_text = str(gold).strip()
     if len(gold_text) == 1 and gold_text.upper() in "ABCDE":
-        return float(extract_letter(answer) == gold_text.upper())
+        return float(extract_letter(answer, options=tuple("ABCDE")) == gold_text.upper())
     try:
         value = float(gold_text.replace(",", ""))
     except ValueError:

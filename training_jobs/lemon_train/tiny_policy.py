@@ -63,7 +63,8 @@ def train_tokenizer(vocab_size: int = 1024, *, seed: int = 0) -> Any:
         show_progress=False,
     )
     core.train_from_iterator(synthetic_corpus(seed=seed), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
+    fast: Any = PreTrainedTokenizerFast  # its constructor is untyped
+    tokenizer = fast(
         tokenizer_object=core,
         bos_token="<|im_start|>",
         eos_token="<|im_end|>",
