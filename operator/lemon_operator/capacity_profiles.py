@@ -8,11 +8,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lemon.resources import CapacityProfileSpec, CapacityProfileStatus, TierStatus
+from lemon.resources import CapacityProfileSpec, CapacityProfileStatus, TierSpec, TierStatus
 from lemon.spec import Capacity
-from lemon_operator import kube, manifests, statuses
+from lemon_operator import kube, locking, manifests, statuses
 
 __all__ = [
+    "create_tier",
     "delete_profile",
     "owned_inference_services",
     "reconcile_profile",
@@ -24,8 +25,14 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _live(isvc: Mapping[str, Any]) -> bool:
-    return not isvc.get("metadata", {}).get("deletionTimestamp")
+def create_tier(
+    client: kube.Client, *, namespace: str, profile: str, uid: str, tier: Capacity, spec: TierSpec
+) -> bool:
+    """Create the InferenceService serving ``tier`` of ``profile``; False when it exists."""
+    manifest = manifests.build_inference_service(
+        profile, namespace=namespace, uid=uid, tier=tier, spec=spec
+    )
+    return client.create(kube.ISVC, body=manifest)
 
 
 def reconcile_profile(
@@ -61,11 +68,15 @@ def reconcile_profile(
         client.patch_status(kube.PROFILES, namespace=namespace, name=name, status=body)
         client.emit_event(ref, reason="Invalid", message=message, warning=True)
         return
+    tiers = profile.tiers()
     wanted = {
-        manifests.inference_service_name(name, tier): manifests.build_inference_service(
-            name, namespace=namespace, uid=uid, tier=tier, spec=tier_spec
+        manifests.inference_service_name(name, tier): (
+            tier,
+            manifests.build_inference_service(
+                name, namespace=namespace, uid=uid, tier=tier, spec=tier_spec
+            ),
         )
-        for tier, tier_spec in profile.tiers().items()
+        for tier, tier_spec in tiers.items()
     }
     existing = {
         item["metadata"]["name"]: item
@@ -73,10 +84,13 @@ def reconcile_profile(
             kube.ISVC, namespace=namespace, labels=manifests.owned_selector(name)
         )
     }
-    for isvc_name, manifest in wanted.items():
+    for isvc_name, (tier, manifest) in wanted.items():
         current = existing.get(isvc_name)
         if current is None:
-            if client.create(kube.ISVC, body=manifest):
+            created = create_tier(
+                client, namespace=namespace, profile=name, uid=uid, tier=tier, spec=tiers[tier]
+            )
+            if created:
                 log.info("%s/%s: created InferenceService %s", namespace, name, isvc_name)
                 client.emit_event(ref, reason="Created", message=f"InferenceService {isvc_name}")
             continue
@@ -118,7 +132,7 @@ def owned_inference_services(
         for item in client.list(
             kube.ISVC, namespace=namespace, labels=manifests.owned_selector(name)
         )
-        if _live(item)
+        if locking.live(item)
     }
 
 
@@ -177,7 +191,7 @@ def delete_profile(client: kube.Client, *, namespace: str, name: str) -> None:
 def refresh_profile(client: kube.Client, *, namespace: str, name: str) -> None:
     """Re-read the profile and refresh its status (an InferenceService of it changed)."""
     found = client.get(kube.PROFILES, namespace=namespace, name=name)
-    if found is None or found["metadata"].get("deletionTimestamp"):
+    if found is None or not locking.live(found):
         return
     status = found.get("status") or {}
     refresh_profile_status(

@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from lemon.resources.crds import GROUP
 from lemon.spec import Capacity
 from lemon_operator import (
     capacity_profiles,
@@ -26,12 +27,18 @@ from lemon_operator import (
 
 __all__ = ["main"]
 
-SPEC = ("lemon.ai", "v1alpha1", "lemonspecs")
-PROFILE = ("lemon.ai", "v1alpha1", "lemoncapacityprofiles")
-ISVC = ("serving.kserve.io", "v1beta1", "inferenceservices")
-TRAINING = ("lemon.ai", "v1alpha1", "lemontrainings")
-POLICY = ("lemon.ai", "v1alpha1", "lemonpolicies")
-PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs")
+
+def _watched(resource: kube.Resource) -> tuple[str, str, str]:
+    """What kopf's decorators take: group, version, plural."""
+    return resource.group, resource.version, resource.plural
+
+
+SPEC = _watched(kube.SPECS)
+PROFILE = _watched(kube.PROFILES)
+ISVC = _watched(kube.ISVC)
+TRAINING = _watched(kube.TRAININGS)
+POLICY = _watched(kube.POLICIES)
+PYTORCHJOB = _watched(kube.PYTORCHJOBS)
 MANAGED = {"app.kubernetes.io/managed-by": manifests.MANAGED_BY}
 BACKOFF = 2.0
 
@@ -52,10 +59,10 @@ def _named(namespace: str | None, name: str | None) -> tuple[str, str]:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.finalizer = "lemon.ai/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lemon.ai")
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="lemon.ai", key="last-handled-configuration"
+        prefix=GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16

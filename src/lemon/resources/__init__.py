@@ -11,7 +11,15 @@ from lemon.resources.capacity_profile import (
     Resources,
     TierSpec,
 )
-from lemon.resources.crds import GROUP, VERSION, crd, crd_yaml, structural_schema
+from lemon.resources.crds import (
+    API_VERSION,
+    GROUP,
+    PLURALS,
+    VERSION,
+    crd,
+    crd_yaml,
+    structural_schema,
+)
 from lemon.resources.status import (
     CapacityProfileStatus,
     Condition,
@@ -21,7 +29,9 @@ from lemon.resources.status import (
 )
 
 __all__ = [
+    "API_VERSION",
     "GROUP",
+    "PLURALS",
     "VERSION",
     "CapacityProfileSpec",
     "CapacityProfileStatus",

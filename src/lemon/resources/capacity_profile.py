@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from lemon.spec.models import Capacity, ObjectMeta
+from lemon.spec.models import ApiVersion, Capacity, ObjectMeta
 
 __all__ = [
     "PROFILE_KIND",
@@ -103,7 +103,7 @@ class LemonCapacityProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    apiVersion: Literal["lemon.ai/v1alpha1"]
+    apiVersion: ApiVersion
     kind: Literal["LemonCapacityProfile"]
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: CapacityProfileSpec

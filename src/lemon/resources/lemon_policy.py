@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from lemon.resources.capacity_profile import Resources
 from lemon.resources.status import Condition
-from lemon.spec.models import ObjectMeta
+from lemon.spec.models import ApiVersion, ObjectMeta
 
 __all__ = [
     "MAX_VERSIONS",
@@ -144,7 +144,7 @@ class LemonPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    apiVersion: Literal["lemon.ai/v1alpha1"]
+    apiVersion: ApiVersion
     kind: Literal["LemonPolicy"]
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PolicySpec = Field(default_factory=PolicySpec)

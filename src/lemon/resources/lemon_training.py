@@ -31,7 +31,7 @@ from lemon.learning.training_config import (
 from lemon.resources.capacity_profile import Resources
 from lemon.resources.status import Condition
 from lemon.reward import RewardConfig
-from lemon.spec.models import ObjectMeta
+from lemon.spec.models import ApiVersion, ObjectMeta
 from lemon.spec.mutations import MutationKind
 
 __all__ = [
@@ -217,7 +217,7 @@ class LemonTraining(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    apiVersion: Literal["lemon.ai/v1alpha1"]
+    apiVersion: ApiVersion
     kind: Literal["LemonTraining"]
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: TrainingSpec
