@@ -28,13 +28,13 @@ TEMPLATES = [variant.value for variant in TemplateVariant]
 
 
 def _token(path: str | None) -> str | None:
-    from lemon_service.settings import ConfigError, read_token
+    from lemon_service.settings import SettingsError, read_token
 
     if path is None:
         return os.environ.get(TOKEN_ENV) or None
     try:
         return read_token(Path(path))
-    except ConfigError as exc:
+    except SettingsError as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -42,7 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from lemon_service.server import serve
-    from lemon_service.settings import ConfigError, Limits, ServerConfig, TlsFiles
+    from lemon_service.settings import Limits, ServerConfig, SettingsError, TlsFiles
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
@@ -78,7 +78,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"--{where.split('.')[-1].replace('_', '-')}: {first['msg']}") from None
-    except ConfigError as exc:
+    except SettingsError as exc:
         raise UsageError(str(exc)) from None
     return EXIT_OK
 

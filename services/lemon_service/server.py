@@ -23,7 +23,7 @@ from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
 from lemon_service.engine import Engine
 from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
-from lemon_service.settings import ConfigError, ServerConfig
+from lemon_service.settings import ServerConfig, SettingsError
 
 __all__ = ["Server", "serve"]
 
@@ -89,7 +89,7 @@ class Server:
         else:
             self.port = self.grpc.add_insecure_port(address)
         if self.port == 0:
-            raise ConfigError(f"cannot listen on {address}")
+            raise SettingsError(f"cannot listen on {address}")
 
     async def start(self) -> None:
         await self.grpc.start()

@@ -19,12 +19,12 @@ from lemon.resources.status import TierStatus
 from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity
 
-__all__ = ["ConfigError", "Limits", "ServerConfig", "TlsFiles", "profile_from_status"]
+__all__ = ["Limits", "ServerConfig", "SettingsError", "TlsFiles", "profile_from_status"]
 
 DEFAULT_PORT = 50051
 
 
-class ConfigError(ValueError):
+class SettingsError(ValueError):
     """A server setting is unusable; the message names the flag or file."""
 
 
@@ -64,7 +64,7 @@ class TlsFiles(BaseModel):
                 self.client_ca.read_bytes() if self.client_ca is not None else None,
             )
         except OSError as exc:
-            raise ConfigError(f"cannot read TLS file {exc.filename}: {exc.strerror}") from None
+            raise SettingsError(f"cannot read TLS file {exc.filename}: {exc.strerror}") from None
 
 
 class ServerConfig(BaseModel):
@@ -92,11 +92,11 @@ class ServerConfig(BaseModel):
         try:
             return resolve_profile(self.profile, files=self.profiles)
         except KeyError as exc:
-            raise ConfigError(str(exc.args[0])) from None
+            raise SettingsError(str(exc.args[0])) from None
         except OSError as exc:
-            raise ConfigError(f"cannot read profile file: {exc}") from None
+            raise SettingsError(f"cannot read profile file: {exc}") from None
         except SpecError as exc:
-            raise ConfigError(f"invalid profile file:\n{exc.render()}") from None
+            raise SettingsError(f"invalid profile file:\n{exc.render()}") from None
 
 
 def read_token(path: Path) -> str:
@@ -104,9 +104,9 @@ def read_token(path: Path) -> str:
     try:
         token = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise ConfigError(f"cannot read token file {path}: {exc.strerror}") from None
+        raise SettingsError(f"cannot read token file {path}: {exc.strerror}") from None
     if not token:
-        raise ConfigError(f"token file {path} is empty")
+        raise SettingsError(f"token file {path} is empty")
     return token
 
 
@@ -122,20 +122,20 @@ def profile_from_status(path: Path) -> CapacityProfile:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not YAML or JSON: {exc}") from None
+        raise SettingsError(f"{path}: not YAML or JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("kind") != "LemonCapacityProfile":
-        raise ConfigError(f"{path}: not a LemonCapacityProfile resource")
+        raise SettingsError(f"{path}: not a LemonCapacityProfile resource")
     name = str((data.get("metadata") or {}).get("name") or "cluster")
     status = data.get("status") or {}
     try:
         tiers = [TierStatus.model_validate(t) for t in status.get("tiers") or []]
     except ValidationError as exc:
-        raise ConfigError(f"{path}: status.tiers: {json.dumps(exc.errors()[0]['msg'])}") from None
+        raise SettingsError(f"{path}: status.tiers: {json.dumps(exc.errors()[0]['msg'])}") from None
     served = {t.tier: t for t in tiers if t.url}
     if not served:
-        raise ConfigError(f"{path}: status lists no tier with a URL yet (is the profile Ready?)")
+        raise SettingsError(f"{path}: status lists no tier with a URL yet (is the profile Ready?)")
     order = list(Capacity)
     backends: dict[Capacity, TierBackend] = {}
     borrowed = []

@@ -11,8 +11,8 @@ import pytest
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.local import LocalBackend, ModelSource, load_model
 from lemon.backends.openai import OpenAIBackend
-from lemon.engine import AgentStatus, ExecutionOptions, RunStatus, TraceWriter, execute
-from lemon.events import AgentFinished, Event
+from lemon.engine import AgentStatus, ExecutionOptions, RunStatus, execute
+from lemon.events import AgentFinished, Event, TraceWriter
 from lemon.spec import Capacity, parse_spec
 from tests.model.conftest import ModelServer
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lemon.spec.models import Capacity
-from lemon_service.settings import ConfigError, profile_from_status
+from lemon_service.settings import SettingsError, profile_from_status
 from tests.conftest import ROOT, run_lemon
 from tests.service.conftest import ServeProcess
 
@@ -84,7 +84,7 @@ def test_cluster_profile_uses_the_tier_urls_from_the_status(tmp_path: Path) -> N
 def test_cluster_profile_errors_are_clear(
     tmp_path: Path, tiers: list[dict[str, object]], message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(SettingsError, match=message):
         profile_from_status(_resource(tmp_path, tiers))
 
 

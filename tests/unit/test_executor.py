@@ -10,18 +10,16 @@ import pytest
 
 from lemon.backends.base import Decoding
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
-from lemon.engine import (
-    AgentStatus,
-    CallCache,
-    ExecutionOptions,
-    RunStatus,
+from lemon.engine import AgentStatus, CallCache, ExecutionOptions, RunStatus, execute
+from lemon.events import (
+    AgentFinished,
+    AgentStarted,
+    RunFinished,
     TraceWriter,
-    execute,
     read_trace,
     render_table,
     render_timeline,
 )
-from lemon.events import AgentFinished, AgentStarted, RunFinished
 from lemon.spec import Capacity, MutationKind, mutations, parse_spec
 from tests.conftest import run_lemon
 

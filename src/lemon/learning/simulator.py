@@ -27,7 +27,7 @@ credit has something to localise):
 - ``R = orchestration_reward(success, worker_tokens, agents, edges)`` (:mod:`lemon.reward`).
 
 The optimum is the best spec of the canonical family (a solver, optionally a verifier reading
-it; every tier and duties choice), found by enumeration; ``tests/unit/test_synthetic.py`` checks
+it; every tier and duties choice), found by enumeration; ``tests/unit/test_simulator.py`` checks
 that no spec of a wider space (extra agents, wrong roles, extra edges) beats it.
 """
 
