@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lemon.cli import DISTRIBUTION
-from lemon.cli.options import UsageError
+from lemon.cli.options import UsageError, add_json_option
 
 __all__ = ["BENCHMARKS_ENV", "benchmarks_dir", "checkout_of", "register", "run"]
 
@@ -77,6 +77,6 @@ def register(sub: Any) -> None:
     about = "run a benchmark from benchmarks/ (bench_NAME.py)"
     p = sub.add_parser("bench", help=about, description=about)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_option(p)
     p.add_argument("bench_args", nargs=argparse.REMAINDER, help="passed to the benchmark")
     p.set_defaults(handler=run)

@@ -13,6 +13,7 @@ from lemon.cli.options import (
     EXIT_OK,
     UsageError,
     add_item_options,
+    add_json_option,
     add_policy_options,
     add_profile_options,
     open_policy,
@@ -135,6 +136,6 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--concurrency", type=int, default=4, help="items in flight")
     p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
-    p.add_argument("--json", action="store_true")
+    add_json_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from lemon.cli.options import EXIT_OK, add_spec_options, single_spec
+from lemon.cli.options import EXIT_OK, add_json_option, add_spec_options, single_spec
 
 __all__ = ["register", "run"]
 
@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
     about = "list single-field counterfactual mutations of a spec"
     p = sub.add_parser("mutate", help=about, description=about)
     p.add_argument("path", metavar="PATH")
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_json_option(p, help_text="one JSON object per line")
     p.add_argument(
         "--kind",
         action="append",

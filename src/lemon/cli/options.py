@@ -56,6 +56,12 @@ class UsageError(Exception):
     """Reported as ``lemon: message`` with exit code 2."""
 
 
+def add_json_option(
+    parser: argparse.ArgumentParser, *, help_text: str = "print one JSON object"
+) -> None:
+    parser.add_argument("--json", action="store_true", help=help_text)
+
+
 # ── spec files and the role library ──────────────────────────────────────────────────────
 
 
@@ -130,12 +136,6 @@ def single_spec(args: argparse.Namespace) -> ParsedSpec:
         raise SystemExit(EXIT_INVALID) from None
     print_warnings(parsed)
     return parsed
-
-
-def add_json_option(
-    parser: argparse.ArgumentParser, *, help_text: str = "print one JSON object"
-) -> None:
-    parser.add_argument("--json", action="store_true", help=help_text)
 
 
 # ── capacity profiles ────────────────────────────────────────────────────────────────────

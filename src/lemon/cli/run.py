@@ -15,6 +15,7 @@ from lemon.cli.options import (
     EXIT_OK,
     SAMPLE_ID,
     UsageError,
+    add_json_option,
     add_policy_options,
     add_profile_options,
     add_roles_option,
@@ -166,7 +167,7 @@ def register(sub: Any) -> None:
     )
     add_profile_options(p)
     add_roles_option(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_option(p)
     p.add_argument("--trace", metavar="PATH", help="append the run's events (JSONL) to PATH")
     p.add_argument("--max-tokens", type=int, default=256, help="per agent (default 256)")
     p.add_argument("--seed", type=int, default=None)
