@@ -163,9 +163,14 @@ def tiny_test_model(
     hidden_size: int = 32,
     layers: int = 2,
     seed: int = 0,
+    tie_embeddings: bool = True,
 ) -> Path:
     """A tiny random Llama (float32) with the packaged SmolLM2 tokenizer, saved as an HF
     directory: real chat template and vocabulary, a model that trains in seconds on CPU.
+
+    ``tie_embeddings=False`` gives the output layer weights of its own: a tied random model
+    greedily echoes its last input token (newlines after a chat prompt), an untied one writes
+    words, which tests of what a backend returns need.
 
     Idempotent: an existing directory with ``config.json`` is returned as it is; otherwise the
     model is written to a temporary sibling and renamed into place.
@@ -177,7 +182,13 @@ def tiny_test_model(
         return target
     tokenizer = AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
     return save_tiny_llama(
-        target, tokenizer, hidden_size=hidden_size, layers=layers, max_positions=4096, seed=seed
+        target,
+        tokenizer,
+        hidden_size=hidden_size,
+        layers=layers,
+        max_positions=4096,
+        seed=seed,
+        tie_embeddings=tie_embeddings,
     )
 
 
@@ -189,6 +200,7 @@ def save_tiny_llama(
     layers: int,
     max_positions: int,
     seed: int,
+    tie_embeddings: bool = True,
 ) -> Path:
     """A random Llama sized for ``tokenizer``, written with it to a temporary sibling of
     ``target`` and renamed into place (a concurrent writer that wins the race is kept)."""
@@ -205,7 +217,7 @@ def save_tiny_llama(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_embeddings,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
