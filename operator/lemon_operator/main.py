@@ -1,5 +1,5 @@
 """The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
-typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.profiles`,
+typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.capacity_profiles`,
 :mod:`~lemon_operator.trainings` or :mod:`~lemon_operator.policies`.
 
 Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
@@ -13,17 +13,32 @@ from typing import Any
 
 import kopf
 
+from lemon.resources.crds import GROUP
 from lemon.spec import Capacity
-from lemon_operator import kube, manifests, policies, profiles, specs, statuses, trainings
+from lemon_operator import (
+    capacity_profiles,
+    kube,
+    manifests,
+    policies,
+    specs,
+    statuses,
+    trainings,
+)
 
 __all__ = ["main"]
 
-SPEC = ("lemon.ai", "v1alpha1", "lemonspecs")
-PROFILE = ("lemon.ai", "v1alpha1", "lemoncapacityprofiles")
-ISVC = ("serving.kserve.io", "v1beta1", "inferenceservices")
-TRAINING = ("lemon.ai", "v1alpha1", "lemontrainings")
-POLICY = ("lemon.ai", "v1alpha1", "lemonpolicies")
-PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs")
+
+def _watched(resource: kube.Resource) -> tuple[str, str, str]:
+    """What kopf's decorators take: group, version, plural."""
+    return resource.group, resource.version, resource.plural
+
+
+SPEC = _watched(kube.SPECS)
+PROFILE = _watched(kube.PROFILES)
+ISVC = _watched(kube.ISVC)
+TRAINING = _watched(kube.TRAININGS)
+POLICY = _watched(kube.POLICIES)
+PYTORCHJOB = _watched(kube.PYTORCHJOBS)
 MANAGED = {"app.kubernetes.io/managed-by": manifests.MANAGED_BY}
 BACKOFF = 2.0
 
@@ -44,10 +59,10 @@ def _named(namespace: str | None, name: str | None) -> tuple[str, str]:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.finalizer = "lemon.ai/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lemon.ai")
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="lemon.ai", key="last-handled-configuration"
+        prefix=GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16
@@ -76,7 +91,7 @@ def profile_changed(
     **_: Any,
 ) -> None:
     namespace, name = _named(namespace, name)
-    profiles.reconcile_profile(
+    capacity_profiles.reconcile_profile(
         _client(),
         namespace=namespace,
         name=name,
@@ -91,7 +106,7 @@ def profile_changed(
 @kopf.on.delete(*PROFILE, backoff=BACKOFF)
 def profile_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
-    profiles.delete_profile(_client(), namespace=namespace, name=name)
+    capacity_profiles.delete_profile(_client(), namespace=namespace, name=name)
     specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=name)
 
 
@@ -156,7 +171,7 @@ def inference_service_event(
     changed = statuses.tier_status(
         Capacity(tier), name=name, isvc=None if type == "DELETED" else dict(body)
     )
-    profiles.refresh_profile(_client(), namespace=namespace, name=profile)
+    capacity_profiles.refresh_profile(_client(), namespace=namespace, name=profile)
     specs.reconcile_specs_of_profile(
         _client(), namespace=namespace, profile=profile, changed=changed
     )

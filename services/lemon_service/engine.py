@@ -9,21 +9,20 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from lemon.backends.base import Backend, Decoding
+from lemon.capacity import CapacityProfile, build_backends, close_backends
 from lemon.engine.executor import ExecutionOptions
-from lemon.engine.results import RunResult
-from lemon.engine.runner import run_task
-from lemon.engine.trace import TraceWriter
+from lemon.events import TraceWriter
+from lemon.orchestration import TaskRun, run_task
 from lemon.policy.inference import SpecPolicy
-from lemon.profiles import CapacityProfile, build_backends, close_backends
+from lemon.policy.template import TemplateVariant
 from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
-from lemon_service.config import Limits
-from lemon_service.errors import BadRequest, LimitExceeded, RunDeadline
+from lemon_service.settings import Limits
+from lemon_service.status_codes import BadRequest, LimitExceeded, RunDeadline
 
-__all__ = ["TEMPLATES", "Admission", "Engine", "RunRequest"]
+__all__ = ["Admission", "Engine", "RunRequest"]
 
-TEMPLATES = ("default", "compute")
 DEADLINE_MARGIN_S = 0.05
 """The run ends this much before the call's deadline, so the server still answers with why."""
 
@@ -74,16 +73,18 @@ class RunRequest:
             raise LimitExceeded(
                 f"options.max_tokens: {max_tokens}; the server allows at most {limits.max_tokens}"
             )
-        template = template or "default"
-        if template not in TEMPLATES:
+        try:
+            variant = TemplateVariant(template or TemplateVariant.DEFAULT)
+        except ValueError:
+            known = ", ".join(TemplateVariant)
             raise BadRequest(
-                f"options.template: unknown variant {template!r} (known: {', '.join(TEMPLATES)})"
-            )
+                f"options.template: unknown variant {template!r} (known: {known})"
+            ) from None
         self.task = task
         self.parsed = parsed
         self.max_tokens = max_tokens or limits.max_tokens
         self.seed = seed
-        self.template = template
+        self.template = variant
 
 
 class Engine:
@@ -118,7 +119,7 @@ class Engine:
             raise RunDeadline("the call's deadline left no time to run")
         return budget
 
-    async def run(self, request: RunRequest, *, deadline_s: float, trace: TraceWriter) -> RunResult:
+    async def run(self, request: RunRequest, *, deadline_s: float, trace: TraceWriter) -> TaskRun:
         """One run, once admitted. Cancelling the awaiting task cancels the DAG's agents."""
         options = ExecutionOptions(
             decoding=Decoding(max_tokens=request.max_tokens, seed=request.seed),

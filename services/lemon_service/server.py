@@ -17,13 +17,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from lemon.engine.runner import profile_note
+from lemon.orchestration import profile_note
 from lemon.policy.inference import SpecPolicy
 from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
-from lemon_service.config import ConfigError, ServerConfig
 from lemon_service.engine import Engine
 from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
+from lemon_service.settings import ServerConfig, SettingsError
 
 __all__ = ["Server", "serve"]
 
@@ -89,7 +89,7 @@ class Server:
         else:
             self.port = self.grpc.add_insecure_port(address)
         if self.port == 0:
-            raise ConfigError(f"cannot listen on {address}")
+            raise SettingsError(f"cannot listen on {address}")
 
     async def start(self) -> None:
         await self.grpc.start()

@@ -326,7 +326,7 @@ def test_service_profile_resolves_as_lemon_serve_would(
 ) -> None:
     """The profile the service Deployment names resolves with the core's resolver, from the
     environment and the profiles ConfigMap the chart gives the pod: every tier has a backend."""
-    from lemon.profiles import resolve_profile
+    from lemon.capacity import resolve_profile
 
     objects = render(APP, [values])
     (container,) = _containers(one(objects, "Deployment", "r-lemon-service"))
