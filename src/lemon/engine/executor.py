@@ -32,6 +32,7 @@ from lemon.backends.base import (
     Message,
 )
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
+from lemon.engine.spans import RunSpans
 from lemon.engine.trace import TraceWriter
 from lemon.spec.dag import compile_spec
 from lemon.spec.formatting import format_spec
@@ -137,6 +138,7 @@ class _Run:
         options: ExecutionOptions,
         trace: TraceWriter,
         cache: CallCache | None,
+        spans: RunSpans | None = None,
     ) -> None:
         self.spec = spec
         self.task = task
@@ -146,6 +148,8 @@ class _Run:
         self.options = options
         self.trace = trace
         self.cache = cache
+        self.spans = spans
+        """OpenTelemetry spans of the run; None (every hook skipped) when tracing is off."""
         self.t0 = time.perf_counter()
         self.results = {
             a.name: AgentResult(
@@ -184,6 +188,8 @@ class _Run:
             error=error,
             output=result.output,
         )
+        if self.spans is not None:
+            self.spans.agent_finished(result)
         self.done[result.name].set()
 
     async def run_agent(self, agent: Agent) -> None:
@@ -249,6 +255,8 @@ class _Run:
             model=result.model,
             reused=reused,
         )
+        if self.spans is not None:
+            self.spans.agent_started(agent, result)
 
     def _reuse(self, agent: Agent, result: AgentResult, key: CacheKey) -> bool:
         """Finish ``agent`` from the cache if its exact call was answered before."""
@@ -274,7 +282,12 @@ class _Run:
             self._start(agent, result)
             result.attempts = 1
             started = time.perf_counter()
-            outcome = await run_python_tool(inputs)
+            tool = self.roles[agent.role].tool or "tool"
+            outcome = await (
+                self.spans.tool(result, tool, lambda: run_python_tool(inputs))
+                if self.spans is not None
+                else run_python_tool(inputs)
+            )
             result.latency_s = time.perf_counter() - started
         if not outcome.ok:
             self._finish(result, AgentStatus.FAILED, outcome.error)
@@ -299,7 +312,11 @@ class _Run:
             result.attempts += 1
             started = time.perf_counter()
             try:
-                generation = await backend.generate(request)
+                generation = await (
+                    self.spans.call(result, request, backend.generate)
+                    if self.spans is not None
+                    else backend.generate(request)
+                )
             except BackendError as exc:
                 retry = exc.transient and result.attempts < self.options.max_attempts
                 self.trace.emit(
@@ -320,6 +337,12 @@ class _Run:
             return generation
 
 
+async def _cancel(tasks: list[asyncio.Future[None]]) -> None:
+    for task_ in tasks:
+        task_.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def execute(
     spec: Spec,
     *,
@@ -332,10 +355,22 @@ async def execute(
     cache: CallCache | None = None,
     profile: str = "",
     profile_note: str = "",
+    origin: str = "",
 ) -> RunResult:
-    """Run ``spec`` on ``task``; always returns a result (failed runs carry the reason)."""
+    """Run ``spec`` on ``task``; always returns a result (failed runs carry the reason).
+
+    ``origin`` says where the spec came from (a file, a policy), for the run's trace span.
+    """
     options = options or ExecutionOptions()
     dag = compile_spec(spec, output=output)
+    canonical = format_spec(spec, output=dag.output)
+    spans = RunSpans.start(
+        canonical=canonical,
+        origin=origin,
+        output=dag.output,
+        profile=profile,
+        agents=len(spec.agents),
+    )
     owns_trace = trace is None
     trace = trace or TraceWriter()
     run = _Run(
@@ -347,6 +382,7 @@ async def execute(
         options=options,
         trace=trace,
         cache=cache,
+        spans=spans,
     )
     trace.emit(
         "run_start",
@@ -362,10 +398,13 @@ async def execute(
             await asyncio.gather(*tasks)
     except TimeoutError:
         error = f"run deadline of {options.deadline_s:g} s reached"
+    except asyncio.CancelledError:
+        if spans is not None:  # the agents end their spans first, then the run's ends
+            await _cancel(tasks)
+            spans.cancelled()
+        raise
     finally:
-        for task_ in tasks:
-            task_.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel(tasks)
     final = run.results[dag.output]
     succeeded = final.status == AgentStatus.SUCCEEDED
     if not succeeded and error is None:
@@ -373,7 +412,7 @@ async def execute(
     result = RunResult(
         status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
         answer=final.output if succeeded else None,
-        spec=format_spec(spec, output=dag.output),
+        spec=canonical,
         agents=[run.results[a.name] for a in spec.agents],
         wall_s=run._now(),
         critical_path=dag.critical_path,
@@ -382,6 +421,8 @@ async def execute(
         error=error,
         reused_calls=run.reused,
     )
+    if spans is not None:
+        spans.finished(result)
     trace.emit(
         "run_finish",
         status=result.status.value,

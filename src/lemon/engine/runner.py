@@ -71,6 +71,7 @@ async def run_task(
             cache=cache,
             profile=profile.name,
             profile_note=profile_note(profile, backends),
+            origin=origin,
         )
     finally:
         if owned:
