@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
@@ -21,7 +22,7 @@ from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
 from lemon_service.config import Limits
 from lemon_service.errors import BadRequest, LimitExceeded, RunDeadline
 
-__all__ = ["TEMPLATES", "Admission", "Engine", "RunRequest"]
+__all__ = ["TEMPLATES", "Admission", "Engine", "EngineStats", "RunRequest"]
 
 TEMPLATES = ("default", "compute")
 DEADLINE_MARGIN_S = 0.05
@@ -36,19 +37,44 @@ class Admission:
         self._slots = asyncio.Semaphore(running)
         self._capacity = running + waiting
         self.admitted = 0
+        """Runs in flight: running plus waiting for a slot."""
+        self.running = 0
+        self.refused = 0
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         if self.admitted >= self._capacity:
+            self.refused += 1
             raise LimitExceeded(
                 f"server busy: {self.admitted} runs in flight (limit {self._capacity}); retry later"
             )
         self.admitted += 1
         try:
             async with self._slots:
-                yield
+                self.running += 1
+                try:
+                    yield
+                finally:
+                    self.running -= 1
         finally:
             self.admitted -= 1
+
+
+class EngineStats:
+    """What the engine has done since it started (the metrics endpoint reads it)."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+        """Finished runs by status."""
+        self.tokens: Counter[tuple[str, str]] = Counter()
+        """Tokens of the model calls made, by (tier, "prompt" | "completion")."""
+
+    def record(self, result: RunResult) -> None:
+        self.runs[result.status.value] += 1
+        for agent in result.agents:
+            if not agent.reused:
+                self.tokens[agent.capacity, "prompt"] += agent.prompt_tokens
+                self.tokens[agent.capacity, "completion"] += agent.completion_tokens
 
 
 class RunRequest:
@@ -104,6 +130,7 @@ class Engine:
         """Writes the spec for Orchestrate (None: the template policy); shared by all calls."""
         self.backends: Mapping[Capacity, Backend] = build_backends(profile)
         self.admission = Admission(running=limits.max_concurrency, waiting=limits.max_waiting)
+        self.stats = EngineStats()
 
     def parse(self, text: str, *, source: str) -> ParsedSpec:
         """Validate a spec with the server's roles (raises ``SpecError``, located)."""
@@ -126,7 +153,7 @@ class Engine:
             max_attempts=self.limits.max_attempts,
         )
         async with self.admission.slot():
-            return await run_task(
+            result = await run_task(
                 request.task,
                 profile=self.profile,
                 parsed=request.parsed,
@@ -137,6 +164,8 @@ class Engine:
                 template_variant=request.template,
                 policy=self.policy,
             )
+        self.stats.record(result)
+        return result
 
     async def aclose(self) -> None:
         await close_backends(self.backends)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from lemon.backends.base import (
@@ -337,7 +337,7 @@ class _Run:
             return generation
 
 
-async def _cancel(tasks: list[asyncio.Future[None]]) -> None:
+async def _cancel(tasks: Sequence[asyncio.Future[None]]) -> None:
     for task_ in tasks:
         task_.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
