@@ -134,9 +134,7 @@ def use_provider(provider: Any) -> None:
     test or a benchmark), or switch tracing off with None. Overrides the environment."""
     _state.configured = True
     _state.provider = provider
-    _state.tracer = (
-        None if provider is None else provider.get_tracer(INSTRUMENTATION, _version())
-    )
+    _state.tracer = None if provider is None else provider.get_tracer(INSTRUMENTATION, _version())
 
 
 def shutdown() -> None:

@@ -147,9 +147,7 @@ class RunSpans:
         span.end()
         return generation
 
-    async def tool(
-        self, result: AgentResult, tool: str, run: Callable[[], Awaitable[T]]
-    ) -> T:
+    async def tool(self, result: AgentResult, tool: str, run: Callable[[], Awaitable[T]]) -> T:
         """A tool's work (no model call) in its own span."""
         span = self._parent(result).child(
             f"execute_tool {tool}",
