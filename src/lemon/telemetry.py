@@ -197,10 +197,13 @@ class Span:
     @contextmanager
     def current(self) -> Iterator[None]:
         """This span as the current one (what :func:`trace_headers` hands on)."""
-        from opentelemetry import trace
+        from opentelemetry import context, trace
 
-        with trace.use_span(self._span, end_on_exit=False, record_exception=False):
+        token = context.attach(trace.set_span_in_context(self._span))
+        try:
             yield
+        finally:
+            context.detach(token)
 
 
 def _start(
@@ -213,8 +216,9 @@ def _start(
     from opentelemetry.trace import SpanKind as OtelKind
 
     assert _state.tracer is not None
-    kinds = {"internal": OtelKind.INTERNAL, "client": OtelKind.CLIENT, "server": OtelKind.SERVER}
-    span = _state.tracer.start_span(name, context, kind=kinds[kind], attributes=attributes)
+    span = _state.tracer.start_span(
+        name, context, kind=getattr(OtelKind, kind.upper()), attributes=attributes
+    )
     return Span(span)
 
 

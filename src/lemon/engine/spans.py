@@ -50,6 +50,8 @@ class RunSpans:
         cls, *, canonical: str, origin: str, output: str, profile: str, agents: int
     ) -> RunSpans | None:
         """The run's span under the current context (e.g. a gRPC call's); None when off."""
+        if not telemetry.tracing():
+            return None
         span = telemetry.start_span(
             "lemon.run",
             attributes={
