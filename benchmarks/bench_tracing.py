@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,10 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the workload and the OTLP receiver live beside the tests
     sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 from benchmarks.bench_engine import layered_spec  # noqa: E402
-from tests.service.conftest import free_port  # noqa: E402
-from tests.service.otlp_receiver import read_spans  # noqa: E402
+from tests.service.conftest import OTLPReceiver  # noqa: E402
 
 from lemon import telemetry  # noqa: E402
 from lemon.backends.base import Backend  # noqa: E402
@@ -40,35 +37,6 @@ from lemon.backends.scripted import ScriptedBackend, ScriptedConfig  # noqa: E40
 from lemon.engine.executor import ExecutionOptions, execute  # noqa: E402
 from lemon.engine.spans import RunSpans  # noqa: E402
 from lemon.spec import Capacity, compile_spec  # noqa: E402
-
-
-def _receiver(directory: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = free_port()
-    out = directory / "spans.jsonl"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.service.otlp_receiver",
-            "--port",
-            str(port),
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{endpoint}/health", timeout=2).status_code == 200:
-                return process, endpoint, out
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise SystemExit("bench tracing: the OTLP receiver did not start")
-        time.sleep(0.1)
 
 
 def _provider(endpoint: str) -> object:
@@ -110,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         return time.perf_counter() - started
 
     with tempfile.TemporaryDirectory(prefix="lemon-bench-tracing-") as tmp:
-        process, endpoint, out = _receiver(Path(tmp))
+        receiver = OTLPReceiver(Path(tmp))
         try:
-            provider = _provider(endpoint)
+            provider = _provider(receiver.endpoint)
             telemetry.use_provider(None)
             off_start_ns = _per_call_ns(
                 lambda: RunSpans.start(canonical="", origin="", output="", profile="", agents=0)
@@ -128,10 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             telemetry.use_provider(None)
             provider.force_flush()  # type: ignore[attr-defined]
             provider.shutdown()  # type: ignore[attr-defined]
-            received = read_spans(out)
+            received = receiver.spans()
         finally:
-            process.kill()
-            process.wait()
+            receiver.kill()
     wall_off, wall_on = statistics.median(off), statistics.median(on)
     agents = len(spec.agents)
     result = {

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import grpc
@@ -30,6 +30,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from lemon import telemetry
+from lemon_service import handlers
 from lemon_service.engine import Engine
 
 __all__ = ["LATENCY_BUCKETS", "ObservingInterceptor", "ServiceMetrics"]
@@ -168,48 +169,49 @@ def _number(name: str) -> int:
     return int(getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN).value[0])
 
 
-Behavior = Callable[..., Any]
+Behavior = handlers.Behavior
 
 
-def _unary_response(
-    metrics: ServiceMetrics, details: grpc.HandlerCallDetails, kind: str, behavior: Behavior
-) -> Behavior:
-    async def observed(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        call = _Call(metrics, details, kind)
-        failed: BaseException | None = None
-        try:
-            with call.current():
-                result: Awaitable[Any] = behavior(request, context)
-                return await result
-        except BaseException as exc:
-            failed = exc
-            raise
-        finally:
-            call.done(context, failed)
+@contextmanager
+def _observed(
+    metrics: ServiceMetrics,
+    details: grpc.HandlerCallDetails,
+    kind: handlers.CallKind,
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> Iterator[None]:
+    """One call counted, timed and (tracing on) in its server span, whatever ends it."""
+    call = _Call(metrics, details, kind)
+    failed: BaseException | None = None
+    try:
+        with call.current():
+            yield
+    except BaseException as exc:
+        failed = exc
+        raise
+    finally:
+        call.done(context, failed)
 
-    return observed
 
+def _observing(
+    metrics: ServiceMetrics, details: grpc.HandlerCallDetails
+) -> Callable[[Behavior, handlers.CallKind], Behavior]:
+    def wrap(behavior: Behavior, kind: handlers.CallKind) -> Behavior:
+        if inspect.isasyncgenfunction(behavior):  # a streamed response
 
-def _stream_response(
-    metrics: ServiceMetrics, details: grpc.HandlerCallDetails, kind: str, behavior: Behavior
-) -> Behavior:
-    async def observed(
-        request: Any, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[Any]:
-        call = _Call(metrics, details, kind)
-        failed: BaseException | None = None
-        try:
-            with call.current():
-                stream: AsyncIterator[Any] = behavior(request, context)
-                async for message in stream:
-                    yield message
-        except BaseException as exc:
-            failed = exc
-            raise
-        finally:
-            call.done(context, failed)
+            async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                with _observed(metrics, details, kind, context):
+                    async for message in behavior(request, context):
+                        yield message
 
-    return observed
+            return stream
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            with _observed(metrics, details, kind, context):
+                return await behavior(request, context)
+
+        return unary
+
+    return wrap
 
 
 class ObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -227,33 +229,4 @@ class ObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        details, metrics = handler_call_details, self.metrics
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                _unary_response(metrics, details, "unary", handler.unary_unary), **codec
-            )
-        if handler.unary_stream is not None:
-            wrap = (
-                _stream_response
-                if inspect.isasyncgenfunction(handler.unary_stream)
-                else _unary_response
-            )
-            return grpc.unary_stream_rpc_method_handler(
-                wrap(metrics, details, "server_stream", handler.unary_stream), **codec
-            )
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(
-                _unary_response(metrics, details, "client_stream", handler.stream_unary), **codec
-            )
-        wrap = (
-            _stream_response
-            if inspect.isasyncgenfunction(handler.stream_stream)
-            else _unary_response
-        )
-        return grpc.stream_stream_rpc_method_handler(
-            wrap(metrics, details, "bidi_stream", handler.stream_stream), **codec
-        )
+        return handlers.with_behavior(handler, _observing(self.metrics, handler_call_details))

@@ -80,6 +80,19 @@ class ServeProcess:
                 self.process.wait()
 
 
+def _healthy(url: str, process: subprocess.Popen[str]) -> bool:
+    """Whether ``url`` answers 200 before ``process`` exits or STARTUP_S pass."""
+    deadline = time.monotonic() + STARTUP_S
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
 class OpenAIServer:
     """tests/service/openai_server.py as a subprocess; ``events()`` reads its call log."""
 
@@ -98,17 +111,9 @@ class OpenAIServer:
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError("openai test server did not start")
-            time.sleep(0.1)
+        if not _healthy(f"http://127.0.0.1:{self.port}/health", self.process):
+            self.kill()
+            raise RuntimeError("openai test server did not start")
 
     def events(self) -> list[str]:
         return self.log.read_text().split("\n")[:-1]
@@ -169,17 +174,9 @@ class OTLPReceiver:
              "--out", str(self.out)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            try:
-                if httpx.get(f"{self.endpoint}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError("the OTLP receiver did not start")
-            time.sleep(0.1)
+        if not _healthy(f"{self.endpoint}/health", self.process):
+            self.kill()
+            raise RuntimeError("the OTLP receiver did not start")
 
     def env(self, *, service: str) -> dict[str, str]:
         """The standard variables that point ``lemon serve`` at this receiver."""
