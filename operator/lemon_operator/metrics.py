@@ -5,11 +5,12 @@
   them (``LemonSpec``, ``LemonCapacityProfile``, ``LemonTraining``, ``LemonPolicy``,
   ``PyTorchJob``, ``InferenceService``) and outcome (``succeeded``, ``failed``: kopf retries it);
 - ``lemon_operator_reconcile_seconds{kind}``: their latency (histogram);
-- ``lemon_operator_specs{condition, status}``: LemonSpecs by condition (``Validated``,
-  ``TiersReady``, ``Ready``) and its status (``True``, ``False``, ``Unknown``), and
-  ``lemon_operator_specs_watched``: all LemonSpecs seen;
-- ``lemon_operator_inference_services{owner, ready}``: the InferenceServices the operator
-  manages, by the kind that owns them (``LemonCapacityProfile``, ``LemonPolicy``) and readiness.
+- ``lemon_operator_specs{namespace, condition, status}``: LemonSpecs by condition
+  (``Validated``, ``TiersReady``, ``Ready``) and its status (``True``, ``False``, ``Unknown``),
+  and ``lemon_operator_specs_watched{namespace}``: all LemonSpecs seen;
+- ``lemon_operator_inference_services{namespace, owner, ready}``: the InferenceServices the
+  operator manages, by the kind that owns them (``LemonCapacityProfile``, ``LemonPolicy``) and
+  readiness.
 
 The gauges come from the watch events kopf already receives: no extra call to the API server.
 """
@@ -82,27 +83,34 @@ class _Watched(Collector):
 
     def collect(self) -> Iterable[Metric]:
         with self.lock:
-            conditions = Tally(pair for pairs in self.specs.values() for pair in pairs)
-            watched = len(self.specs)
-            isvcs = Tally(self.isvcs.values())
+            conditions = Tally(
+                (namespace, *pair) for (namespace, _), pairs in self.specs.items() for pair in pairs
+            )
+            watched = Tally(namespace for namespace, _ in self.specs)
+            isvcs = Tally((namespace, *state) for (namespace, _), state in self.isvcs.items())
         specs = GaugeMetricFamily(
             "lemon_operator_specs",
-            "LemonSpecs by condition and its status.",
-            labels=["condition", "status"],
+            "LemonSpecs by namespace, condition and the condition's status.",
+            labels=["namespace", "condition", "status"],
         )
-        for (condition, status), count in sorted(conditions.items()):
-            specs.add_metric([condition, status], count)
+        for (namespace, condition, status), count in sorted(conditions.items()):
+            specs.add_metric([namespace, condition, status], count)
         yield specs
-        yield GaugeMetricFamily(
-            "lemon_operator_specs_watched", "LemonSpecs the operator sees.", value=watched
+        seen = GaugeMetricFamily(
+            "lemon_operator_specs_watched",
+            "LemonSpecs the operator sees, by namespace.",
+            labels=["namespace"],
         )
+        for namespace, count in sorted(watched.items()):
+            seen.add_metric([namespace], count)
+        yield seen
         services = GaugeMetricFamily(
             "lemon_operator_inference_services",
-            "InferenceServices the operator manages, by owner kind and readiness.",
-            labels=["owner", "ready"],
+            "InferenceServices the operator manages, by namespace, owner kind and readiness.",
+            labels=["namespace", "owner", "ready"],
         )
-        for (owner, ready), count in sorted(isvcs.items()):
-            services.add_metric([owner, str(ready).lower()], count)
+        for (namespace, owner, ready), count in sorted(isvcs.items()):
+            services.add_metric([namespace, owner, str(ready).lower()], count)
         yield services
 
 

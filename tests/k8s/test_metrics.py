@@ -39,7 +39,8 @@ def test_operator_metrics_parse_and_move_with_reconciles(
     kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples/k8s/01-capacity-profile.yaml"))
     kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples/k8s/02-code-team.yaml"))
     kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples/k8s/03-invalid-reference.yaml"))
-    managed = {"owner": "LemonCapacityProfile"}
+    ours = {"namespace": namespace}
+    managed = {"namespace": namespace, "owner": "LemonCapacityProfile"}
     wait(
         lambda: (
             moved(
@@ -57,14 +58,21 @@ def test_operator_metrics_parse_and_move_with_reconciles(
 
     def settled() -> Samples | None:
         now = scrape(operator_process)
-        ready = moved(now, "lemon_operator_specs", condition="Ready", status="True") == 1
-        invalid = moved(now, "lemon_operator_specs", condition="Validated", status="False") == 1
+        ready = (
+            moved(
+                now, "lemon_operator_specs", **ours, condition="Ready", status="True"
+            )
+            == 1
+        )
+        invalid = (
+            moved(now, "lemon_operator_specs", **ours, condition="Validated", status="False") == 1
+        )
         serving = moved(now, "lemon_operator_inference_services", **managed, ready="true") == 3
         return now if ready and invalid and serving else None
 
     after: Samples = wait(settled, what="metrics of a Ready spec, an invalid one, ready tiers")
-    assert moved(after, "lemon_operator_specs_watched") == 2
-    assert moved(after, "lemon_operator_specs", condition="Validated", status="True") == 1
+    assert moved(after, "lemon_operator_specs_watched", **ours) == 2
+    assert moved(after, "lemon_operator_specs", **ours, condition="Validated", status="True") == 1
     assert moved(after, "lemon_operator_inference_services", **managed, ready="false") == 0
     for kind in ("LemonSpec", "LemonCapacityProfile", "InferenceService"):
         assert moved(after, "lemon_operator_reconciles_total", kind=kind, outcome="succeeded") >= 1
@@ -76,7 +84,7 @@ def test_operator_metrics_parse_and_move_with_reconciles(
 
     kubectl("delete", "lspec", "--all", "-n", namespace, "--timeout=30s")
     wait(
-        lambda: moved(scrape(operator_process), "lemon_operator_specs_watched") == 0,
+        lambda: moved(scrape(operator_process), "lemon_operator_specs_watched", **ours) == 0,
         what="deleted specs leave the gauge",
     )
 
