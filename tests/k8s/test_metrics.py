@@ -58,12 +58,7 @@ def test_operator_metrics_parse_and_move_with_reconciles(
 
     def settled() -> Samples | None:
         now = scrape(operator_process)
-        ready = (
-            moved(
-                now, "lemon_operator_specs", **ours, condition="Ready", status="True"
-            )
-            == 1
-        )
+        ready = moved(now, "lemon_operator_specs", **ours, condition="Ready", status="True") == 1
         invalid = (
             moved(now, "lemon_operator_specs", **ours, condition="Validated", status="False") == 1
         )
