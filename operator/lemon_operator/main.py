@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -19,6 +20,7 @@ from lemon_operator import (
     capacity_profiles,
     kube,
     manifests,
+    metrics,
     policies,
     specs,
     statuses,
@@ -67,12 +69,16 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16
     settings.watching.server_timeout = 300
+    port = metrics.serve_from_env()
+    if port is not None:
+        logging.getLogger(__name__).info("metrics at http://0.0.0.0:%d/metrics", port)
     _client()
 
 
 @kopf.on.resume(*SPEC, backoff=BACKOFF)
 @kopf.on.create(*SPEC, backoff=BACKOFF)
 @kopf.on.update(*SPEC, field="spec", backoff=BACKOFF)
+@metrics.reconciled("LemonSpec")
 def spec_changed(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
     specs.reconcile_spec(_client(), namespace=namespace, name=name)
@@ -81,6 +87,7 @@ def spec_changed(namespace: str | None, name: str | None, **_: Any) -> None:
 @kopf.on.resume(*PROFILE, backoff=BACKOFF)
 @kopf.on.create(*PROFILE, backoff=BACKOFF)
 @kopf.on.update(*PROFILE, field="spec", backoff=BACKOFF)
+@metrics.reconciled("LemonCapacityProfile")
 def profile_changed(
     namespace: str | None,
     name: str | None,
@@ -104,6 +111,7 @@ def profile_changed(
 
 
 @kopf.on.delete(*PROFILE, backoff=BACKOFF)
+@metrics.reconciled("LemonCapacityProfile")
 def profile_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
     capacity_profiles.delete_profile(_client(), namespace=namespace, name=name)
@@ -113,18 +121,21 @@ def profile_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
 @kopf.on.resume(*TRAINING, backoff=BACKOFF)
 @kopf.on.create(*TRAINING, backoff=BACKOFF)
 @kopf.on.update(*TRAINING, field="spec", backoff=BACKOFF)
+@metrics.reconciled("LemonTraining")
 def training_changed(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
     trainings.reconcile_training(_client(), namespace=namespace, name=name)
 
 
 @kopf.on.delete(*TRAINING, backoff=BACKOFF)
+@metrics.reconciled("LemonTraining")
 def training_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
     trainings.delete_training(_client(), namespace=namespace, name=name)
 
 
 @kopf.on.event(*PYTORCHJOB, labels=MANAGED)
+@metrics.reconciled("PyTorchJob")
 def pytorch_job_event(
     type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
 ) -> None:
@@ -137,6 +148,7 @@ def pytorch_job_event(
 @kopf.on.resume(*POLICY, backoff=BACKOFF)
 @kopf.on.create(*POLICY, backoff=BACKOFF)
 @kopf.on.update(*POLICY, field="spec", backoff=BACKOFF)
+@metrics.reconciled("LemonPolicy")
 def policy_changed(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
     policies.reconcile_policy(_client(), namespace=namespace, name=name)
@@ -144,9 +156,19 @@ def policy_changed(namespace: str | None, name: str | None, **_: Any) -> None:
 
 
 @kopf.on.delete(*POLICY, backoff=BACKOFF)
+@metrics.reconciled("LemonPolicy")
 def policy_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
     policies.delete_policy(_client(), namespace=namespace, name=name)
+
+
+@kopf.on.event(*SPEC)
+def spec_event(type: str | None, namespace: str | None, name: str | None, status: kopf.Status,
+               **_: Any) -> None:  # fmt: skip
+    """Every LemonSpec event (the initial listing too): its conditions, for the metrics."""
+    if namespace and name:
+        conditions = None if type == "DELETED" else list(status.get("conditions") or [])
+        metrics.observe_spec(namespace=namespace, name=name, conditions=conditions)
 
 
 @kopf.on.event(*ISVC, labels=MANAGED)
@@ -158,8 +180,23 @@ def inference_service_event(
     body: kopf.Body,
     **_: Any,
 ) -> None:
+    policy = labels.get(manifests.POLICY_LABEL)
+    if namespace and name:  # the initial listing too: the metrics count what exists
+        metrics.observe_inference_service(
+            namespace=namespace,
+            name=name,
+            owner="LemonPolicy" if policy else "LemonCapacityProfile",
+            body=None if type == "DELETED" else dict(body),
+        )
     if type is None:  # the initial listing; resume handlers cover what changed while down
         return
+    with metrics.reconciling("InferenceService"):
+        _inference_service_changed(type, namespace, name, labels, body)
+
+
+def _inference_service_changed(
+    type: str, namespace: str | None, name: str | None, labels: kopf.Labels, body: kopf.Body
+) -> None:
     policy = labels.get(manifests.POLICY_LABEL)
     if namespace and policy:
         policies.reconcile_policy(_client(), namespace=namespace, name=policy)
@@ -184,7 +221,15 @@ def main(argv: list[str] | None = None) -> int:
         "--namespace", action="append", help="watch only this namespace (repeatable)"
     )
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help=f"serve Prometheus metrics at :PORT/metrics (or ${metrics.PORT_ENV}; default off)",
+    )
     args = parser.parse_args(argv)
+    if args.metrics_port is not None:
+        os.environ[metrics.PORT_ENV] = str(args.metrics_port)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
     kopf.run(
         standalone=True,

@@ -59,6 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tls=TlsFiles(cert=args.tls_cert, key=args.tls_key, client_ca=args.tls_client_ca)
             if args.tls_cert
             else None,
+            metrics_port=args.metrics_port,
             limits=Limits(
                 max_concurrency=args.max_concurrency,
                 max_waiting=args.max_waiting,
@@ -112,6 +113,12 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--tls-key", type=Path, metavar="PEM")
     p.add_argument(
         "--tls-client-ca", type=Path, metavar="PEM", help="require client certs signed by it"
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)",
     )
     p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="runs at once")
     p.add_argument("--max-waiting", type=int, default=d.max_waiting, help="runs queued beyond that")

@@ -79,6 +79,8 @@ class ServerConfig(BaseModel):
     token: str | None = Field(default=None, repr=False)
     tls: TlsFiles | None = None
     limits: Limits = Limits()
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    """Serve Prometheus metrics (``GET /metrics``) on this port of ``host``; None: off."""
 
     @model_validator(mode="after")
     def _token_shape(self) -> ServerConfig:

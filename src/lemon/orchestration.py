@@ -144,6 +144,7 @@ async def run_task(
             cache=cache,
             profile=profile.name,
             spec_text=plan.text,
+            origin=plan.origin,
         )
     finally:
         if owned:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from lemon.backends.base import (
@@ -32,6 +32,7 @@ from lemon.backends.base import (
     Message,
 )
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
+from lemon.engine.spans import RunSpans
 from lemon.events import (
     AgentFailed,
     AgentFinished,
@@ -145,6 +146,7 @@ class _Run:
         options: ExecutionOptions,
         trace: TraceWriter,
         cache: CallCache | None,
+        spans: RunSpans | None = None,
     ) -> None:
         self.spec = spec
         self.task = task
@@ -154,6 +156,8 @@ class _Run:
         self.options = options
         self.trace = trace
         self.cache = cache
+        self.spans = spans
+        """OpenTelemetry spans of the run; None (every hook skipped) when tracing is off."""
         self.t0 = time.perf_counter()
         self.results = {a.name: self._result(a) for a in spec.agents}
         self.tool_slots = asyncio.Semaphore(8)
@@ -191,6 +195,8 @@ class _Run:
                 output=result.output,
             )
         )
+        if self.spans is not None:
+            self.spans.agent_finished(result)
         self.done[result.name].set()
 
     async def run_agent(self, agent: Agent) -> None:
@@ -257,6 +263,8 @@ class _Run:
                 reused=reused,
             )
         )
+        if self.spans is not None:
+            self.spans.agent_started(agent, result)
 
     def _reuse(self, agent: Agent, result: AgentResult, key: CacheKey) -> bool:
         """Finish ``agent`` from the cache if its exact call was answered before."""
@@ -282,7 +290,12 @@ class _Run:
             self._start(agent, result)
             result.attempts = 1
             started = time.perf_counter()
-            outcome = await run_python_tool(inputs)
+            tool = self.roles[agent.role].tool or "tool"
+            outcome = await (
+                self.spans.tool(result, tool, lambda: run_python_tool(inputs))
+                if self.spans is not None
+                else run_python_tool(inputs)
+            )
             result.latency_s = time.perf_counter() - started
         if not outcome.ok:
             self._finish(result, AgentStatus.FAILED, outcome.error)
@@ -307,7 +320,11 @@ class _Run:
             result.attempts += 1
             started = time.perf_counter()
             try:
-                generation = await backend.generate(request)
+                generation = await (
+                    self.spans.call(result, request, backend.generate)
+                    if self.spans is not None
+                    else backend.generate(request)
+                )
             except BackendError as exc:
                 retry = exc.transient and result.attempts < self.options.max_attempts
                 failed = AgentRetrying if retry else AgentFailed
@@ -330,6 +347,12 @@ class _Run:
             return generation
 
 
+async def _cancel(tasks: Sequence[asyncio.Future[None]]) -> None:
+    for task_ in tasks:
+        task_.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def execute(
     spec: Spec,
     *,
@@ -342,14 +365,24 @@ async def execute(
     cache: CallCache | None = None,
     profile: str = "",
     spec_text: str | None = None,
+    origin: str = "",
 ) -> RunResult:
     """Run ``spec`` on ``task``; always returns a result (failed runs carry the reason).
 
     ``profile`` names the capacity profile in the trace; ``spec_text`` is the spec's canonical
-    text when the caller has it already (else it is formatted here).
+    text when the caller has it already (else it is formatted here); ``origin`` says where the
+    spec came from (a file, a policy), for the run's trace span.
     """
     options = options or ExecutionOptions()
     dag = compile_spec(spec, output=output)
+    canonical = spec_text if spec_text is not None else format_spec(spec, output=dag.output)
+    spans = RunSpans.start(
+        canonical=canonical,
+        origin=origin,
+        output=dag.output,
+        profile=profile,
+        agents=len(spec.agents),
+    )
     owns_trace = trace is None
     trace = trace or TraceWriter()
     run = _Run(
@@ -361,6 +394,7 @@ async def execute(
         options=options,
         trace=trace,
         cache=cache,
+        spans=spans,
     )
     trace.emit(
         RunStarted(
@@ -377,10 +411,13 @@ async def execute(
             await asyncio.gather(*tasks)
     except TimeoutError:
         error = f"run deadline of {options.deadline_s:g} s reached"
+    except asyncio.CancelledError:
+        if spans is not None:  # the agents end their spans first, then the run's ends
+            await _cancel(tasks)
+            spans.cancelled()
+        raise
     finally:
-        for task_ in tasks:
-            task_.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel(tasks)
     final = run.results[dag.output]
     succeeded = final.status == AgentStatus.SUCCEEDED
     if not succeeded and error is None:
@@ -388,13 +425,15 @@ async def execute(
     result = RunResult(
         status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
         answer=final.output if succeeded else None,
-        spec=spec_text if spec_text is not None else format_spec(spec, output=dag.output),
+        spec=canonical,
         agents=[run.results[a.name] for a in spec.agents],
         wall_s=run._now(),
         critical_path=dag.critical_path,
         error=error,
         reused_calls=run.reused,
     )
+    if spans is not None:
+        spans.finished(result)
     trace.emit(
         RunFinished(
             status=result.status.value,
