@@ -21,8 +21,8 @@ from lemon import telemetry
 from lemon.backends.base import Backend
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
 from lemon.engine import AgentStatus, CallCache, ExecutionOptions, RunStatus, execute
-from lemon.policy.template import COMPUTE_PREFILL
 from lemon.spec import Capacity, parse_spec
+from lemon.tasks import COMPUTE_PREFILL
 
 TEAM = """\
 agents:
