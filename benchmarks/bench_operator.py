@@ -160,11 +160,26 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> None:
     )  # fmt: skip
 
 
+def _kubectl_ok(kubeconfig: Path, *args: str) -> bool:
+    try:
+        _kubectl(kubeconfig, *args)
+    except subprocess.CalledProcessError:
+        return False
+    return True
+
+
 def _prepare(kubeconfig: Path) -> None:
-    fixtures = ROOT / "tests/k8s/fixtures/inferenceservice-crd.yaml"
-    _kubectl(kubeconfig, "apply", "-f", str(ROOT / "crds"), "-f", str(fixtures))
+    kserve = ROOT / "tests/k8s/fixtures/serving.kserve.io_inferenceservices.yaml"  # KServe's own
+    _kubectl(kubeconfig, "apply", "-f", str(ROOT / "crds"))
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", str(kserve))
     for crd in ("lemonspecs.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
         _kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}")
+    deadline = time.monotonic() + 60  # `kubectl wait` fails if it looks before any condition
+    while _kubectl_ok(kubeconfig, "wait", "--for=condition=Established",
+                      "crd/inferenceservices.serving.kserve.io", "--timeout=10s") is False:  # fmt: skip
+        if time.monotonic() > deadline:
+            raise RuntimeError("KServe's InferenceService CRD was never Established")
+        time.sleep(0.5)
     _kubectl(kubeconfig, "create", "namespace", NAMESPACE)
     profile = ROOT / "examples/k8s/01-capacity-profile.yaml"
     _kubectl(kubeconfig, "apply", "-n", NAMESPACE, "-f", str(profile))

@@ -30,7 +30,6 @@ from tests.k8s.test_training import (  # noqa: F401 (fixtures)
     ns,
     play_job,
     policy_manifest,
-    training_crds,
     waiter,
 )
 
