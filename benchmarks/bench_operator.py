@@ -175,8 +175,8 @@ def _prepare(kubeconfig: Path) -> None:
     for crd in ("lemonspecs.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
         _kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}")
     deadline = time.monotonic() + 60  # `kubectl wait` fails if it looks before any condition
-    while _kubectl_ok(kubeconfig, "wait", "--for=condition=Established",
-                      "crd/inferenceservices.serving.kserve.io", "--timeout=10s") is False:  # fmt: skip
+    isvc = "crd/inferenceservices.serving.kserve.io"
+    while not _kubectl_ok(kubeconfig, "wait", "--for=condition=Established", isvc, "--timeout=9s"):
         if time.monotonic() > deadline:
             raise RuntimeError("KServe's InferenceService CRD was never Established")
         time.sleep(0.5)
