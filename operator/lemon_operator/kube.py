@@ -53,6 +53,10 @@ PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 
 Body = dict[str, Any]
 Bodies = list[Body]  # spelled once here: inside Client, ``list`` is a method
+# Every write asks the API server to refuse fields its schema does not know, instead of pruning
+# them silently (the default): a manifest KServe's or Kubeflow's CRD does not describe fails
+# loudly at the write, with the field's path.
+_STRICT = "Strict"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +126,12 @@ class Client:
         namespace = body["metadata"]["namespace"]
         try:
             self._custom.create_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, dict(body)
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                dict(body),
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 409:
@@ -136,7 +145,13 @@ class Client:
         """Merge-patch the object; False when it is gone."""
         try:
             self._custom.patch_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name, dict(patch)
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                dict(patch),
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:
@@ -161,7 +176,13 @@ class Client:
         }
         try:
             self._custom.patch_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name, guarded
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                guarded,
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:
@@ -175,7 +196,7 @@ class Client:
         """Create a ConfigMap; False when one of that name already exists (409)."""
         try:
             self._core.create_namespaced_config_map(
-                body["metadata"]["namespace"], cast(Any, dict(body))
+                body["metadata"]["namespace"], cast(Any, dict(body)), field_validation=_STRICT
             )
         except ApiException as error:
             if _status_code(error) == 409:
@@ -213,6 +234,7 @@ class Client:
                 resource.plural,
                 name,
                 operations,
+                field_validation=_STRICT,
                 _content_type="application/json-patch+json",
             )
         except ApiException as error:
@@ -233,6 +255,7 @@ class Client:
                 resource.plural,
                 name,
                 {"status": dict(status)},
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:

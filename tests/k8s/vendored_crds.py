@@ -66,14 +66,17 @@ class Pinned:
         return f"https://github.com/{repo}/blob/{self.version}/{self.path}"
 
 
-# KServe 0.15.2 serves serving.kserve.io/v1beta1, the version the operator writes; its released
-# install applies config/crd/full unchanged (the kustomize patch there targets the removed
-# apiextensions v1beta1 and is a no-op). training-operator 1.9.2 is the last release of the
-# kubeflow.org/v1 PyTorchJob API; its manifests apply manifests/base/crds unchanged.
+# KServe 0.20.0 (the newest release the Go module proxy serves) has serving.kserve.io/v1beta1,
+# the version the operator writes, as its only version; its install applies config/crd/full
+# unchanged (the kustomize patches there target the removed apiextensions v1beta1, or add a
+# cert-manager annotation for its webhooks). training-operator 1.9.2 is the last release of the
+# kubeflow.org/v1 PyTorchJob API; its manifests apply manifests/base/crds unchanged. KServe's
+# and the training operator's admission webhooks check more than the schemas; they do not run
+# here.
 PINNED = (
     Pinned(
         module="github.com/kserve/kserve",
-        version="v0.15.2",
+        version="v0.20.0",
         path="config/crd/full/serving.kserve.io_inferenceservices.yaml",
         licence="LICENSE",
     ),
