@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -12,6 +13,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples" / "specs").glob("*.yaml"))
 LEMON = Path(sys.executable).with_name("lemon")
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Fail, never skip, when a tier's modules are missing, naming the extra that installs them
+    (call at a test module's top, before importing them)."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.fail(
+            f"these tests need the `{extra}` extra ({', '.join(missing)} not installed): "
+            f".venv/bin/python -m pip install -e '.[{extra}]' (scripts/setup installs it)",
+            pytrace=False,
+        )
 
 
 def run_lemon(
