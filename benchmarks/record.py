@@ -28,8 +28,9 @@ def _commit() -> str:
     done = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     )
+    code = ["src", "operator", "services", "benchmarks", ":(exclude)benchmarks/results"]
     dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--", "src", "operator", "services", "benchmarks"],
+        ["git", "status", "--porcelain", "--", *code],
         cwd=ROOT,
         capture_output=True,
         text=True,
