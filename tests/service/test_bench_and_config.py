@@ -26,7 +26,7 @@ def test_bench_grpc_prints_the_load_figures() -> None:
     assert 0 < result["p50_ms"] < result["e2e_p50_ms"]
     assert result["one_client_engine_wall_p50_ms"] >= 3 * 20  # 3 calls of L = 20 ms
     assert result["server_engine_wall_p50_ms"] >= 3 * 20
-    assert result["e2e_over_in_process_p50"] > 0
+    assert result["e2e_over_one_client_p50"] > 0
     assert result["requests"] == 12
     assert result["lost"] == result["duplicated"] == result["errors"] == 0
     assert result["ghz_count"] == 12
