@@ -1,4 +1,5 @@
-"""The real CRDs of the systems the operator writes to, vendored at pinned releases.
+"""The real CRDs of the systems the operator writes to (and KServe's huggingface runtime),
+vendored at pinned releases.
 
 The operator creates KServe ``InferenceService`` objects and Kubeflow ``PyTorchJob`` objects; a
 real install of either refuses what its CRD's schema does not allow. The tests install those
@@ -28,6 +29,7 @@ from typing import Any
 
 __all__ = [
     "FIXTURES",
+    "HUGGINGFACE_RUNTIME",
     "INFERENCESERVICE_CRD",
     "PINNED",
     "PYTORCHJOB_CRD",
@@ -80,6 +82,14 @@ PINNED = (
         path="config/crd/full/serving.kserve.io_inferenceservices.yaml",
         licence="LICENSE",
     ),
+    # Not a CRD: the ClusterServingRuntime KServe installs for `modelFormat: huggingface`, the
+    # runtime the operator's InferenceServices select (they name a format, not a runtime).
+    Pinned(
+        module="github.com/kserve/kserve",
+        version="v0.20.0",
+        path="config/runtimes/kserve-huggingfaceserver.yaml",
+        licence="LICENSE",
+    ),
     Pinned(
         module="github.com/kubeflow/training-operator",
         version="v1.9.2",
@@ -88,7 +98,8 @@ PINNED = (
     ),
 )
 INFERENCESERVICE_CRD = PINNED[0].file
-PYTORCHJOB_CRD = PINNED[1].file
+HUGGINGFACE_RUNTIME = PINNED[1].file
+PYTORCHJOB_CRD = PINNED[2].file
 
 
 def _sha256(path: Path) -> str:

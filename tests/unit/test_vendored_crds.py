@@ -81,3 +81,28 @@ def test_the_real_schemas_refuse_what_they_do_not_allow(refused: Any) -> None:
     errors = _errors(refused.manifest("ns"))
     assert errors, f"{refused.case}: accepted"
     assert any(refused.field.rsplit(".", 1)[-1] in error for error in errors), errors
+
+
+def test_the_model_format_selects_kserves_huggingface_runtime() -> None:
+    """The operator names a model format, not a runtime: KServe picks the ClusterServingRuntime
+    that auto-selects it. KServe's own runtime for `huggingface` must be that one, and the
+    `--model_name` the operator passes overrides the runtime's (KServe appends a model's args
+    after the runtime container's, and the server's argument parser keeps the last)."""
+    runtime = yaml.safe_load(vendored_crds.HUGGINGFACE_RUNTIME.read_text(encoding="utf-8"))
+    assert runtime["kind"] == "ClusterServingRuntime"
+    formats = runtime["spec"]["supportedModelFormats"]
+    (container,) = runtime["spec"]["containers"]
+    assert "--model_name={{.Name}}" in container["args"]
+    services = [m for m in operator_manifests("ns").values() if m["kind"] == "InferenceService"]
+    assert services
+    for service in services:
+        model = service["spec"]["predictor"]["model"]
+        wanted = model["modelFormat"]
+        assert "runtime" not in model  # selected by format
+        assert any(
+            f["name"] == wanted["name"]
+            and f.get("autoSelect") is True
+            and wanted.get("version", f.get("version")) == f.get("version")
+            for f in formats
+        ), (wanted, formats)
+        assert model["args"][0].startswith("--model_name=")
