@@ -68,13 +68,14 @@ class Pinned:
         return f"https://github.com/{repo}/blob/{self.version}/{self.path}"
 
 
-# KServe 0.20.0 (the newest release the Go module proxy serves) has serving.kserve.io/v1beta1,
-# the version the operator writes, as its only version; its install applies config/crd/full
-# unchanged (the kustomize patches there target the removed apiextensions v1beta1, or add a
-# cert-manager annotation for its webhooks). training-operator 1.9.2 is the last release of the
-# kubeflow.org/v1 PyTorchJob API; its manifests apply manifests/base/crds unchanged. KServe's
-# and the training operator's admission webhooks check more than the schemas; they do not run
-# here.
+# KServe 0.20.0 (the newest release the Go module proxy serves here; it refuses 0.21.0) has
+# serving.kserve.io/v1beta1, the version the operator writes, as its only version; its install
+# applies config/crd/full unchanged (the kustomize patches there target the removed
+# apiextensions v1beta1, or add a cert-manager annotation for its webhooks). training-operator
+# 1.9.4 is the newest release of the kubeflow.org/v1 PyTorchJob API the proxy serves (Kubeflow
+# Trainer 2 replaces PyTorchJob with TrainJob); its manifests apply manifests/base/crds
+# unchanged. KServe's and the training operator's admission webhooks check more than the
+# schemas; they do not run here.
 PINNED = (
     Pinned(
         module="github.com/kserve/kserve",
@@ -92,7 +93,7 @@ PINNED = (
     ),
     Pinned(
         module="github.com/kubeflow/training-operator",
-        version="v1.9.2",
+        version="v1.9.4",
         path="manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
         licence="LICENSE",
     ),
