@@ -28,9 +28,10 @@ def require_extra(extra: str, *modules: str) -> None:
 
 
 def run_lemon(
-    *args: str, stdin: str | None = None, cwd: Path | None = None
+    *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``lemon`` console script, as a user would."""
+    """Run the installed ``lemon`` console script, as a user would. ``timeout`` stops a hang;
+    it is no speed check (runs on real models take minutes on a loaded machine)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run(
         [str(LEMON), *args],
@@ -39,7 +40,7 @@ def run_lemon(
         text=True,
         cwd=cwd or ROOT,
         env=env,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
 
