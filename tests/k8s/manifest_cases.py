@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from lemon.resources import CapacityProfileSpec, TierSpec
-from lemon.resources.policy import PolicyServing, PolicySpec, PolicyVersionEntry
-from lemon.resources.training import TrainingSpec
+from lemon.resources.lemon_policy import PolicyServing, PolicySpec, PolicyVersionEntry
+from lemon.resources.lemon_training import TrainingSpec
 from lemon.spec import Capacity
 from lemon_operator import manifests
 from tests.conftest import ROOT
