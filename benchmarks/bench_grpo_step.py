@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_of_medians": round(span / plain, 4),
         "ratio_of_minima": round(min(times["span"]) / min(times["plain"]), 4),
         "goal": "ratio <= 1.05",
+        "timed": "advantages + compute_loss + backward + AdamW step of one batch",
+        "not_timed": "generation, reward functions, mutant executions (scoring)",
         "plain_step_s": round(plain, 5),
         "span_step_s": round(span, 5),
         "repeats": args.repeats,

@@ -64,6 +64,10 @@ PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 
 Body = dict[str, Any]
 Bodies = list[Body]  # spelled once here: inside Client, ``list`` is a method
+# Every write asks the API server to refuse fields its schema does not know, instead of pruning
+# them silently (the default): a manifest KServe's or Kubeflow's CRD does not describe fails
+# loudly at the write, with the field's path.
+_STRICT = "Strict"
 PatchOutcome = Literal["patched", "conflict", "gone"]
 
 
@@ -203,7 +207,12 @@ class RestClient:
         namespace = body["metadata"]["namespace"]
         try:
             self._custom.create_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, dict(body)
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                dict(body),
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 409:
@@ -217,7 +226,13 @@ class RestClient:
         """Merge-patch the object; False when it is gone."""
         try:
             self._custom.patch_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name, dict(patch)
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                dict(patch),
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:
@@ -242,7 +257,13 @@ class RestClient:
         }
         try:
             self._custom.patch_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name, guarded
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                guarded,
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:
@@ -256,7 +277,7 @@ class RestClient:
         """Create a ConfigMap; False when one of that name already exists (409)."""
         try:
             self._core.create_namespaced_config_map(
-                body["metadata"]["namespace"], cast(Any, dict(body))
+                body["metadata"]["namespace"], cast(Any, dict(body)), field_validation=_STRICT
             )
         except ApiException as error:
             if _status_code(error) == 409:
@@ -294,6 +315,7 @@ class RestClient:
                 resource.plural,
                 name,
                 operations,
+                field_validation=_STRICT,
                 _content_type="application/json-patch+json",
             )
         except ApiException as error:
@@ -314,6 +336,7 @@ class RestClient:
                 resource.plural,
                 name,
                 {"status": dict(status)},
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:

@@ -40,6 +40,13 @@ from tests.k8s.controlplane import KUBE_VERSION
 
 VALIDATE_VERSION = KUBE_VERSION.lstrip("v")
 WITH_SERVICE = [path for path in VALUES if "operator-only" not in path.name]
+# What each values file turns on: its Deployments (release "r") and its LemonCapacityProfile.
+RENDERED = {
+    "10-defaults.yaml": (["r-lemon-operator", "r-lemon-service"], ["default"]),
+    "20-secure.yaml": (["r-lemon-operator", "r-lemon-service"], ["gpu-pool"]),
+    "30-operator-only.yaml": (["r-lemon-operator"], []),
+    "40-service-only.yaml": (["r-lemon-service"], ["single"]),
+}
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -61,7 +68,9 @@ def test_values_file_lints_and_renders_valid_kubernetes_objects(values: Path) ->
     lint = helm("lint", "--strict", str(APP), *values_args([values]))
     assert "0 chart(s) failed" in lint.stdout
     objects = render(APP, [values])
-    assert by_kind(objects, "Deployment") or by_kind(objects, "LemonCapacityProfile")
+    deployments = sorted(d["metadata"]["name"] for d in by_kind(objects, "Deployment"))
+    profiles = [p["metadata"]["name"] for p in by_kind(objects, "LemonCapacityProfile")]
+    assert (deployments, profiles) == RENDERED[values.name]
     profile_schema = crd_schema("LemonCapacityProfile")
     for obj in objects:
         where = f"{values.name}: {obj['kind']} {obj['metadata']['name']}"

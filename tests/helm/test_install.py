@@ -21,6 +21,7 @@ from tests.conftest import ROOT
 from tests.helm.charts import APP, CRDS, VALUES, helm, operator_rules, render
 from tests.k8s.conftest import Kubectl
 from tests.k8s.controlplane import ControlPlane, ControlPlaneError, ensure_binaries
+from tests.k8s.vendored_crds import INFERENCESERVICE_CRD
 
 pytestmark = pytest.mark.k8s
 
@@ -52,12 +53,11 @@ def cluster() -> Iterator[Kubectl]:
 @pytest.fixture(scope="module")
 def installed(cluster: Kubectl) -> Kubectl:
     """Both charts installed as a user would: the CRDs first, then the app into ``lemon``.
-    KServe, a prerequisite, is stood for by its trimmed InferenceService CRD (tests/k8s)."""
+    KServe, a prerequisite, is stood for by its real InferenceService CRD (no controller)."""
     config = cluster.kubeconfig
-    cluster("apply", "-f", str(ROOT / "tests/k8s/fixtures/inferenceservice-crd.yaml"))
+    cluster("apply", "--server-side", "-f", str(INFERENCESERVICE_CRD))
     helm("install", "lemon-crds", str(CRDS), "--namespace=default", kubeconfig=config)
-    for name in _crd_names():
-        cluster("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    cluster.wait_established(*_crd_names(), "inferenceservices.serving.kserve.io")
     deadline = time.monotonic() + 60  # Established comes before discovery serves the kind
     while cluster("explain", "lemoncapacityprofile.spec", check=False).returncode != 0:
         if time.monotonic() > deadline:

@@ -22,6 +22,11 @@ def test_bench_grpc_prints_the_load_figures() -> None:
     result = json.loads(done.stdout)
     for key in ("rps", "p50_ms", "p99_ms", "lost", "duplicated", "ghz_rps"):
         assert key in result, key
+    # The time outside the engine excludes the engine's own run, which the end-to-end includes.
+    assert 0 < result["p50_ms"] < result["e2e_p50_ms"]
+    assert result["one_client_engine_wall_p50_ms"] >= 3 * 20  # 3 calls of L = 20 ms
+    assert result["server_engine_wall_p50_ms"] >= 3 * 20
+    assert result["e2e_over_one_client_p50"] > 0
     assert result["requests"] == 12
     assert result["lost"] == result["duplicated"] == result["errors"] == 0
     assert result["ghz_count"] == 12

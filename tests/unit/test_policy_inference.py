@@ -1,7 +1,10 @@
 """Policy inference control flow: parse, retry with located errors, fall back, trace.
 
-The policy's model here is the ``scripted`` test double (the control flow is what is tested);
-real models write specs in tests/model/test_policy_models.py."""
+The policy's model here is the ``scripted`` test double (the control flow is what is tested),
+so the valid-spec path is covered only here. tests/model/test_policy_models.py runs the same
+flow on a real model (a tiny random Llama with SmolLM2's tokenizer, in-process and behind an
+OpenAI-compatible server); a random model writes no valid spec, so there it covers the invalid
+attempts, the retry and the template fallback."""
 
 from __future__ import annotations
 
