@@ -11,8 +11,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, ConfigDict, Field
 
-from lemon_service._proto import orchestrator_pb2 as pb
-from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
+from lemon_api.v1 import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 
 __all__ = ["ClientConfig", "LemonClient", "run_options"]
 
@@ -140,6 +140,36 @@ class LemonClient:
             request, timeout=timeout, metadata=self._metadata
         )
         return response
+
+    async def submit_run(
+        self, request: pb.SubmitRunRequest, *, timeout: float | None = None
+    ) -> pb.RunState:
+        """Start run ``request.run_id`` (or answer its state when it exists: created false)."""
+        state: pb.RunState = await self._stub.SubmitRun(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return state
+
+    async def get_run(
+        self,
+        run_id: str,
+        *,
+        wait_s: float = 0.0,
+        include_trace: bool = False,
+        timeout: float | None = None,
+    ) -> pb.RunState:
+        """The run's state, waiting up to ``wait_s`` for it to finish."""
+        request = pb.GetRunRequest(run_id=run_id, wait_s=wait_s, include_trace=include_trace)
+        state: pb.RunState = await self._stub.GetRun(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return state
+
+    async def cancel_run(self, run_id: str, *, timeout: float | None = None) -> pb.RunState:
+        state: pb.RunState = await self._stub.CancelRun(
+            pb.CancelRunRequest(run_id=run_id), timeout=timeout, metadata=self._metadata
+        )
+        return state
 
     async def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """SERVING, NOT_SERVING, ... for ``service`` ('' is the whole server)."""

@@ -46,6 +46,10 @@ class Limits(BaseModel):
     """Default completion tokens per agent; requests may ask for at most this many."""
     max_attempts: Annotated[int, Field(ge=1, le=16)] = 4
     """Engine attempts per model call (transient errors are retried with backoff)."""
+    run_retention_s: Annotated[float, Field(gt=0)] = 3600.0
+    """How long a finished SubmitRun run is kept for GetRun."""
+    max_runs: Annotated[int, Field(ge=1, le=1 << 20)] = 16384
+    """Runs held by id, finished ones included (the oldest finished go first)."""
 
 
 class TlsFiles(BaseModel):

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from lemon_service._proto import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_service.client import ClientConfig, LemonClient, run_options
 from tests.conftest import ROOT
 from tests.service.conftest import ServeProcess, scripted_profile

@@ -10,16 +10,18 @@ operator's, reported in the ``Validated`` condition with their line and column.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
+from lemon.resources.lemon_run import LemonRunSpec, LemonRunStatus
 from lemon.resources.policy import LemonPolicyStatus, PolicySpec
 from lemon.resources.profiles import CapacityProfileSpec
 from lemon.resources.status import CapacityProfileStatus, LemonSpecStatus
 from lemon.resources.training import LemonTrainingStatus, TrainingSpec
-from lemon.spec.models import LemonSpecBody
+from lemon.spec.models import LemonSpecBody, Spec
 
 __all__ = ["GROUP", "KINDS", "VERSION", "crd", "crd_yaml", "structural_schema"]
 
@@ -34,7 +36,10 @@ _DROPPED = frozenset({"title", "default", "$defs", "examples"})
 def structural_schema(model: type[BaseModel]) -> Schema:
     """The structural OpenAPI v3 schema of a pydantic model (as a CRD's schema needs)."""
     raw = model.model_json_schema(by_alias=True)
-    return _convert(raw, defs=raw.get("$defs", {}))
+    # A JSON round trip unshares nodes that two references resolved to, so the YAML carries
+    # no anchors and aliases.
+    converted: Schema = json.loads(json.dumps(_convert(raw, defs=raw.get("$defs", {}))))
+    return converted
 
 
 def _convert(node: Schema, *, defs: Schema) -> Schema:
@@ -107,8 +112,8 @@ def _conditions_as_map(status: Schema) -> Schema:
     return status
 
 
-def _spec_schema() -> Schema:
-    spec = structural_schema(LemonSpecBody)
+def _spec_schema(model: type[Spec] = LemonSpecBody) -> Schema:
+    spec = structural_schema(model)
     agents = spec["properties"]["agents"]
     # Unique agent names and unique dependencies, natively (no CEL cost).
     agents["x-kubernetes-list-type"] = "map"
@@ -310,11 +315,48 @@ def _policy_crd() -> Schema:
     )
 
 
+def _run_schema() -> Schema:
+    spec = structural_schema(LemonRunSpec)
+    spec["properties"]["spec"] = {
+        **_spec_schema(Spec),
+        "nullable": True,
+        "description": spec["properties"]["spec"]["description"],
+    }
+    spec["x-kubernetes-validations"] = _validations(
+        (
+            "(has(self.specRef) ? 1 : 0) + (has(self.spec) ? 1 : 0) + "
+            "(has(self.policyRef) ? 1 : 0) == 1",
+            "exactly one of specRef, spec or policyRef is needed",
+        ),
+        ("self == oldSelf", "a run's spec is immutable; create a new LemonRun"),
+    )
+    return spec
+
+
+def _run_crd() -> Schema:
+    return _crd(
+        kind="LemonRun",
+        plural="lemonruns",
+        short="lrun",
+        description="One task run on the cluster's tiers: the spec comes from a LemonSpec, "
+        "inline, or a LemonPolicy; the orchestration service executes it once and the operator "
+        "records the answer, each agent's tokens and the cost in status.",
+        spec=_run_schema(),
+        status=_conditions_as_map(structural_schema(LemonRunStatus)),
+        columns=[
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Answer", "type": "string", "jsonPath": ".status.answerPreview"},
+            {"name": "Tokens", "type": "integer", "jsonPath": ".status.tokens.total"},
+        ],
+    )
+
+
 KINDS = {
     "LemonSpec": _lemonspec_crd,
     "LemonCapacityProfile": _profile_crd,
     "LemonTraining": _training_crd,
     "LemonPolicy": _policy_crd,
+    "LemonRun": _run_crd,
 }
 
 
