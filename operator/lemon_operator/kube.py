@@ -23,6 +23,7 @@ __all__ = [
     "POLICIES",
     "PROFILES",
     "PYTORCHJOBS",
+    "RUNS",
     "SPECS",
     "TRAININGS",
     "Client",
@@ -50,6 +51,7 @@ ISVC = Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceS
 TRAININGS = Resource("lemon.ai", "v1alpha1", "lemontrainings", "LemonTraining")
 POLICIES = Resource("lemon.ai", "v1alpha1", "lemonpolicies", "LemonPolicy")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+RUNS = Resource("lemon.ai", "v1alpha1", "lemonruns", "LemonRun")
 
 Body = dict[str, Any]
 Bodies = list[Body]  # spelled once here: inside Client, ``list`` is a method

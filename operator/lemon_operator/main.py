@@ -1,6 +1,7 @@
 """The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
 typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.profiles`,
-:mod:`~lemon_operator.trainings` or :mod:`~lemon_operator.policies`.
+:mod:`~lemon_operator.trainings`, :mod:`~lemon_operator.policies` or
+:mod:`~lemon_operator.runs`.
 
 Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
 """
@@ -14,7 +15,17 @@ from typing import Any
 import kopf
 
 from lemon.spec import Capacity
-from lemon_operator import kube, manifests, policies, profiles, specs, statuses, trainings
+from lemon_operator import (
+    kube,
+    manifests,
+    orchestration,
+    policies,
+    profiles,
+    runs,
+    specs,
+    statuses,
+    trainings,
+)
 
 __all__ = ["main"]
 
@@ -24,16 +35,28 @@ ISVC = ("serving.kserve.io", "v1beta1", "inferenceservices")
 TRAINING = ("lemon.ai", "v1alpha1", "lemontrainings")
 POLICY = ("lemon.ai", "v1alpha1", "lemonpolicies")
 PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs")
+RUN = ("lemon.ai", "v1alpha1", "lemonruns")
 MANAGED = {"app.kubernetes.io/managed-by": manifests.MANAGED_BY}
 BACKOFF = 2.0
 
 _clients: list[kube.Client] = []
+_services: list[orchestration.Orchestrator] = []
 
 
 def _client() -> kube.Client:
     if not _clients:
         _clients.append(kube.connect())
     return _clients[0]
+
+
+def _service() -> orchestration.Orchestrator | None:
+    """The orchestration service's client (None: LEMON_SERVICE_TARGET is not set)."""
+    if not _services:
+        settings = orchestration.ServiceSettings.from_env()
+        if settings is None:
+            return None
+        _services.append(orchestration.Orchestrator(settings))
+    return _services[0]
 
 
 def _named(namespace: str | None, name: str | None) -> tuple[str, str]:
@@ -53,6 +76,16 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 16
     settings.watching.server_timeout = 300
     _client()
+    service = _service()
+    logging.getLogger(__name__).info(
+        "LemonRuns go to %s", service.target if service else "no service (LEMON_SERVICE_TARGET)"
+    )
+
+
+@kopf.on.cleanup()
+async def close_service(**_: Any) -> None:
+    if _services:
+        await _services.pop().aclose()
 
 
 @kopf.on.resume(*SPEC, backoff=BACKOFF)
@@ -159,6 +192,22 @@ def inference_service_event(
     profiles.refresh_profile(_client(), namespace=namespace, name=profile)
     specs.reconcile_specs_of_profile(
         _client(), namespace=namespace, profile=profile, changed=changed
+    )
+
+
+@kopf.daemon(*RUN, backoff=BACKOFF, cancellation_timeout=5.0)
+async def run_daemon(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    await runs.drive_run(_client(), _service(), namespace=namespace, name=name)
+
+
+@kopf.on.delete(*RUN, backoff=BACKOFF)
+async def run_deleted(
+    namespace: str | None, name: str | None, uid: str | None, status: kopf.Status, **_: Any
+) -> None:
+    namespace, name = _named(namespace, name)
+    await runs.delete_run(
+        _client(), _service(), namespace=namespace, name=name, uid=str(uid), status=dict(status)
     )
 
 

@@ -22,6 +22,11 @@ RULES: list[dict[str, Any]] = [
         "resources": ["lemonspecs", "lemoncapacityprofiles", "lemontrainings", "lemonpolicies"],
         "verbs": ["get", "list", "watch", "patch"],  # lemonpolicies: trainings publish versions
     },
+    {  # runs: a LemonSpec's task becomes a run it owns; ttlSecondsAfterFinished deletes them
+        "apiGroups": ["lemon.ai"],
+        "resources": ["lemonruns"],
+        "verbs": ["get", "list", "watch", "patch", "create", "delete"],
+    },
     {  # conditions, DAG, tier URLs, job phases, served versions
         "apiGroups": ["lemon.ai"],
         "resources": [
@@ -29,6 +34,7 @@ RULES: list[dict[str, Any]] = [
             "lemoncapacityprofiles/status",
             "lemontrainings/status",
             "lemonpolicies/status",
+            "lemonruns/status",
         ],
         "verbs": ["get", "patch"],
     },
@@ -38,6 +44,8 @@ RULES: list[dict[str, Any]] = [
             "lemoncapacityprofiles/finalizers",
             "lemontrainings/finalizers",
             "lemonpolicies/finalizers",
+            "lemonspecs/finalizers",
+            "lemonruns/finalizers",
         ],
         "verbs": ["update"],
     },
@@ -46,7 +54,7 @@ RULES: list[dict[str, Any]] = [
         "resources": ["pytorchjobs"],
         "verbs": ["get", "list", "watch", "create", "delete"],
     },
-    {  # a training's rendered TrainingConfig; the Master pod's termination message (result)
+    {  # a training's rendered TrainingConfig; a run's trace
         "apiGroups": [""],
         "resources": ["configmaps"],
         "verbs": ["create", "delete"],

@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lemon.profiles import CapacityProfile, TierBackend, resolve_profile
+from lemon.resources.lemon_run import tier_endpoint
 from lemon.resources.status import TierStatus
 from lemon.spec.errors import SpecError
 from lemon.spec.models import Capacity
@@ -117,9 +118,10 @@ def read_token(path: Path) -> str:
 def profile_from_status(path: Path) -> CapacityProfile:
     """A profile whose tiers are the OpenAI endpoints a ``LemonCapacityProfile``'s status lists.
 
-    KServe's huggingface runtime serves the OpenAI API under ``/openai/v1`` with the
-    InferenceService's name as the model name. A tier without an endpoint borrows the nearest
-    larger tier's (else the nearest smaller one's), and the description says so.
+    KServe's huggingface runtime serves the OpenAI API under ``/openai/v1``, the model under
+    the name the operator starts it with (the tier's: :func:`lemon.resources.lemon_run.
+    tier_endpoint`). A tier without an endpoint borrows the nearest larger tier's (else the
+    nearest smaller one's), and the description says so.
     """
     import yaml
 
@@ -149,13 +151,8 @@ def profile_from_status(path: Path) -> CapacityProfile:
         source = next(t for t in nearest if t in served)
         if source != tier:
             borrowed.append(f"{tier.value} uses {source.value}")
-        status_of = served[source]
-        backends[tier] = TierBackend(
-            type="openai",
-            url=f"{str(status_of.url).rstrip('/')}/openai/v1",
-            model=status_of.inference_service,
-            max_concurrency=64,
-        )
+        url, model = tier_endpoint(served[source]) or ("", "")
+        backends[tier] = TierBackend(type="openai", url=url, model=model, max_concurrency=64)
     note = f" ({'; '.join(borrowed)})" if borrowed else ""
     return CapacityProfile(
         name=name,

@@ -9,6 +9,7 @@ its last event. ``lemon trace PATH`` renders a trace as a table or a timeline.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -50,9 +51,11 @@ class TraceWriter:
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
-    """Read a trace; a torn last line (a killed writer) is ignored, other bad lines raise."""
+    """Read a trace (``-``: standard input); a torn last line (a killed writer) is ignored,
+    other bad lines raise."""
     events = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    text = sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")
+    lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

@@ -20,12 +20,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from lemon.resources.status import Condition
+from lemon.resources.status import Condition, TierStatus
 from lemon.spec.models import DNS1123_LABEL, AgentName, Capacity, ObjectMeta, Spec
 from lemon.spec.roles import RoleLibrary, default_roles
 
 __all__ = [
     "ANSWER_PREVIEW_CHARS",
+    "KSERVE_OPENAI_PATH",
     "MAX_ANSWER_CHARS",
     "RUN_KIND",
     "TERMINAL_PHASES",
@@ -39,6 +40,7 @@ __all__ = [
     "answer_preview",
     "needed_tiers",
     "tier_cost",
+    "tier_endpoint",
 ]
 
 RUN_KIND = "LemonRun"
@@ -49,6 +51,9 @@ MAX_ANSWER_CHARS = 16_384
 outputs). Keeps the object far below etcd's 1.5 MiB limit."""
 ANSWER_PREVIEW_CHARS = 60
 """The printer column's answer: one line, this long at most."""
+
+KSERVE_OPENAI_PATH = "/openai/v1"
+"""Where KServe's huggingface runtime serves the OpenAI API on an InferenceService's URL."""
 
 _Task = Annotated[str, StringConstraints(min_length=1, max_length=65536, pattern=r"\S")]
 
@@ -244,3 +249,12 @@ def needed_tiers(spec: Spec, *, roles: RoleLibrary | None = None) -> list[Capaci
         if agent.role not in library or not library[agent.role].is_tool
     }
     return [tier for tier in Capacity if tier in used]
+
+
+def tier_endpoint(status: TierStatus) -> tuple[str, str] | None:
+    """The OpenAI base URL and model name of a tier's InferenceService, or None before KServe
+    reports a URL. The model name is the tier's: the operator starts every tier's server with
+    ``--model_name=<tier>``."""
+    if not status.url:
+        return None
+    return status.url.rstrip("/") + KSERVE_OPENAI_PATH, status.tier.value

@@ -14,6 +14,7 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "LemonSpecStatus",
+    "SpecRunStatus",
     "TierStatus",
 ]
 
@@ -52,6 +53,15 @@ class TierStatus(_Camel):
     ready: bool = Field(description="Whether the InferenceService reports Ready.")
 
 
+class SpecRunStatus(_Camel):
+    """The LemonRun of the spec's task (one per generation of the spec)."""
+
+    name: str = Field(description="The LemonRun (`kubectl get lrun NAME`).")
+    phase: str | None = Field(default=None, description="Its phase.")
+    answer: str | None = Field(default=None, description="Its answer, once it succeeded.")
+    tokens: int | None = Field(default=None, description="Its worker tokens, once finished.")
+
+
 class LemonSpecStatus(_Camel):
     """What the operator found and did for a ``LemonSpec``."""
 
@@ -73,6 +83,9 @@ class LemonSpecStatus(_Camel):
     )
     tiers: list[TierStatus] | None = Field(
         default=None, description="The tiers the agents need and their readiness."
+    )
+    run: SpecRunStatus | None = Field(
+        default=None, description="The run of the spec's task, when it has one."
     )
 
 
