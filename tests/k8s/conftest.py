@@ -23,6 +23,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.k8s.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, ensure_tools
+from tests.service.conftest import ServeProcess
 
 BIN = Path(sys.executable).parent
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -110,7 +111,7 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
         "create", "clusterrolebinding", "lemon-operator",
         "--clusterrole=lemon-operator", f"--user={OPERATOR_USER}",
     )  # fmt: skip
-    for name in ("lemonspecs.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
+    for name in ("lemonspecs.lemon.ai", "lemoncapacityprofiles.lemon.ai", "lemonruns.lemon.ai"):
         kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
     kubectl("wait", "--for=condition=Established", "crd/inferenceservices.serving.kserve.io")
     # Established comes before discovery and the OpenAPI document serve the new kinds.
@@ -123,15 +124,19 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
 
 
 class Operator:
-    """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user."""
+    """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user, handing
+    LemonRuns to the orchestration service at ``service`` (host:port)."""
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, *, service: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
+        self.service = service
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        if self.service is not None:
+            env["LEMON_SERVICE_TARGET"] = self.service
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [str(BIN / "kopf"), "run", "-m", "lemon_operator.main", "--all-namespaces",
@@ -161,11 +166,30 @@ class Operator:
 
 
 @pytest.fixture(scope="session")
+def orchestration_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """``lemon serve`` as a real process: the service the operator hands LemonRuns to. Its own
+    profile is the scripted test double, which no LemonRun uses: runs bring their tiers."""
+    server = ServeProcess(
+        "--profile", "scripted", "--max-concurrency", "128", "--max-waiting", "128",
+        log_dir=tmp_path_factory.mktemp("orchestration"),
+    )  # fmt: skip
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def operator_process(
-    control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane,
+    kubectl: Kubectl,
+    orchestration_service: ServeProcess,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Operator]:
     kubeconfig = control_plane.kubeconfig_for(user=OPERATOR_USER)
-    operator = Operator(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    operator = Operator(
+        kubeconfig,
+        tmp_path_factory.mktemp("operator") / "operator.log",
+        service=orchestration_service.target,
+    )
     operator.start()
     yield operator
     operator.stop()

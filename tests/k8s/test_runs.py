@@ -1,0 +1,292 @@
+"""LemonRun end to end on the real control plane: ``kubectl apply`` a run, the operator hands it
+to the orchestration service (a real ``lemon serve`` process), the agents run on real model
+servers, the answer lands in status.
+
+The tests stand in for KServe: they start ``lemon serve-model`` processes on loopback (a tiny
+random Llama with SmolLM2's tokenizer, as the model tier does) and write their URLs into the
+InferenceServices' status, which the operator copies into the profile's status. Where a tier
+must be slow, or a policy must write a known spec, a small real OpenAI-compatible HTTP server
+(``tests/service/openai_server.py``, fixed latency and answer) serves instead, and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lemon.spec import format_spec, parse_spec
+from lemon_operator import kube
+from lemon_service.client import ClientConfig, LemonClient
+from tests.conftest import LEMON, ROOT
+from tests.k8s.conftest import Kubectl, Operator, wait_for
+from tests.model.conftest import ModelServer, tiny_model_dir
+from tests.service.conftest import OpenAIServer, ServeProcess
+
+__all__ = ["tiny_model_dir"]  # the fixture, used here from the model tier's conftest
+
+pytestmark = pytest.mark.model  # real (tiny) models serve the tiers
+
+PRICES = {"small": 0.000001, "medium": 0.000004}
+PROFILE = f"""\
+apiVersion: lemon.ai/v1alpha1
+kind: LemonCapacityProfile
+metadata:
+  name: default
+spec:
+  small: {{model: HuggingFaceTB/SmolLM2-135M-Instruct, costPerToken: {PRICES["small"]}}}
+  medium: {{model: HuggingFaceTB/SmolLM2-360M-Instruct, costPerToken: {PRICES["medium"]}}}
+"""
+TEAM = """\
+apiVersion: lemon.ai/v1alpha1
+kind: LemonSpec
+metadata:
+  name: pair
+spec:
+  agents:
+  - {name: planner, role: planner, capacity: small}
+  - {name: solver, role: math_solver, capacity: medium, depends_on: [planner]}
+  output: solver
+"""
+TASK = "A shop sells 3 pens for 2 dollars. How much do 12 pens cost?"
+
+
+def run_manifest(name: str, source: dict[str, Any], **extra: Any) -> str:
+    body = {
+        "apiVersion": "lemon.ai/v1alpha1",
+        "kind": "LemonRun",
+        "metadata": {"name": name},
+        "spec": {"task": TASK, **source, **extra},
+    }
+    return yaml.safe_dump(body, sort_keys=False)
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for entry in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if entry["type"] == kind:
+            return dict(entry)
+    return {}
+
+
+class Cluster:
+    """The test's view: kubectl, a client for quick polls, the operator and the service."""
+
+    def __init__(
+        self, kubectl: Kubectl, operator: Operator, service: ServeProcess, namespace: str
+    ) -> None:
+        self.kubectl = kubectl
+        self.operator = operator
+        self.service = service
+        self.namespace = namespace
+        self.client = kube.connect(kubeconfig=kubectl.kubeconfig)
+
+    def apply(self, text: str) -> None:
+        self.kubectl("apply", "-n", self.namespace, "-f", "-", stdin=text)
+
+    def run(self, name: str) -> dict[str, Any] | None:
+        return self.client.get(kube.RUNS, namespace=self.namespace, name=name)
+
+    def phase(self, name: str) -> str | None:
+        return ((self.run(name) or {}).get("status") or {}).get("phase")
+
+    def diagnose(self) -> str:
+        objects = self.kubectl(
+            "get", "lrun,lspec,lcap,lpol,isvc", "-n", self.namespace, "-o", "yaml", check=False
+        )
+        service_log = self.service.log.read_text()[-3000:]
+        return (
+            f"{objects.stdout[-6000:]}\n--- operator log\n{self.operator.tail()}"
+            f"\n--- service log\n{service_log}"
+        )
+
+    def wait(self, check: Callable[[], Any], *, what: str, timeout: float = 90.0) -> Any:
+        return wait_for(check, what=what, timeout=timeout, diagnose=self.diagnose)
+
+    def wait_phase(self, name: str, phase: str, *, timeout: float = 90.0) -> dict[str, Any]:
+        self.wait(lambda: self.phase(name) == phase, what=f"{name} {phase}", timeout=timeout)
+        found = self.run(name)
+        assert found is not None
+        return found
+
+    def serve(self, isvc: str, url: str, *, ready: bool = True) -> None:
+        """Stand in for KServe: the InferenceService is Ready at ``url``."""
+        self.wait(
+            lambda: self.client.get(kube.ISVC, namespace=self.namespace, name=isvc),
+            what=f"InferenceService {isvc}",
+        )
+        status = {
+            "url": url,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        }
+        self.kubectl("patch", "isvc", isvc, "-n", self.namespace, "--subresource=status",
+                     "--type=merge", "-p", json.dumps({"status": status}))  # fmt: skip
+
+    def service_run(self, run_id: str) -> Any:
+        async def get() -> Any:
+            async with LemonClient(ClientConfig(target=self.service.target)) as client:
+                return await client.get_run(run_id, timeout=10)
+
+        return asyncio.run(get())
+
+    def executions(self, run_id: str) -> int:
+        """How often the service started run ``run_id`` (its log says each start)."""
+        return len(re.findall(rf"run {re.escape(run_id)} \(.*\): started", self.service.log.read_text()))
+
+
+@pytest.fixture
+def cluster(
+    kubectl: Kubectl, operator_process: Operator, orchestration_service: ServeProcess, namespace: str
+) -> Cluster:
+    return Cluster(kubectl, operator_process, orchestration_service, namespace)
+
+
+@pytest.fixture(scope="module")
+def model_servers(tiny_model_dir: Path) -> Iterator[dict[str, ModelServer]]:
+    """``lemon serve-model`` on the tiny model, one process per tier (small, medium)."""
+    servers: dict[str, ModelServer] = {}
+    try:
+        for tier in PRICES:
+            servers[tier] = ModelServer(tiny_model_dir)
+        yield servers
+    finally:
+        for server in servers.values():
+            server.kill()
+
+
+def base_url(server: ModelServer | OpenAIServer) -> str:
+    """The server as an InferenceService's status gives it: no path (the runtime's OpenAI API
+    is under /openai/v1, which lemon serve-model also answers)."""
+    return server.url.removesuffix("/v1")
+
+
+def serve_profile(cluster: Cluster, servers: dict[str, Any]) -> None:
+    cluster.apply(PROFILE)
+    for tier, server in servers.items():
+        cluster.serve(f"default-{tier}", base_url(server))
+
+
+def test_run_from_profile_to_answer(
+    cluster: Cluster, model_servers: dict[str, ModelServer]
+) -> None:
+    cluster.apply(PROFILE + "---\n" + TEAM)
+    cluster.apply(run_manifest("first", {"specRef": {"name": "pair"}}, maxTokens=8))
+
+    # The tiers are not up yet: Pending, saying so.
+    pending = cluster.wait_phase("first", "Pending")
+    cluster.wait(
+        lambda: "waiting for" in str((cluster.run("first") or {}).get("status", {}).get("message")),
+        what="the Pending reason",
+    )
+    assert condition(cluster.run("first"), "Succeeded")["status"] == "Unknown"
+    assert condition(cluster.run("first"), "TiersReady")["reason"] == "TiersNotReady"
+    del pending
+
+    for tier, server in model_servers.items():
+        cluster.serve(f"default-{tier}", base_url(server))
+    run = cluster.wait_phase("first", "Succeeded", timeout=120)
+    status = run["status"]
+    uid = run["metadata"]["uid"]
+    assert status["runId"] == uid
+    assert status["answer"]
+    assert condition(run, "Succeeded")["status"] == "True"
+    assert condition(run, "Succeeded")["observedGeneration"] == 1
+    assert condition(run, "Submitted")["status"] == "True"
+    assert status["specOrigin"].startswith(f"LemonSpec {cluster.namespace}/pair")
+    assert [agent["name"] for agent in status["agents"]] == ["planner", "solver"]
+    assert [agent["tier"] for agent in status["agents"]] == ["small", "medium"]
+
+    # What the status says is what the service reported for that run id.
+    reported = cluster.service_run(uid).result
+    assert status["answer"] == reported.answer
+    for agent, report in zip(status["agents"], reported.agents, strict=True):
+        assert agent["promptTokens"] == report.prompt_tokens
+        assert agent["completionTokens"] == report.completion_tokens
+        assert agent["tokens"] == report.prompt_tokens + report.completion_tokens
+        assert agent["model"] == report.model
+        assert agent["status"] == "succeeded"
+    assert status["tokens"]["total"] == reported.tokens.total > 0
+    expected = sum(agent["tokens"] * PRICES[agent["tier"]] for agent in status["agents"])
+    assert status["cost"] == pytest.approx(expected)
+    assert status["spec"] == reported.spec
+    assert cluster.executions(uid) == 1
+
+    # kubectl shows it; the trace is readable with kubectl and lemon trace.
+    table = cluster.kubectl("get", "lrun", "first", "-n", cluster.namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "ANSWER", "TOKENS", "AGE"]
+    assert "Succeeded" in table[1]
+    assert str(status["tokens"]["total"]) in table[1]
+    trace = cluster.kubectl(
+        "get", "configmap", status["trace"], "-n", cluster.namespace, "-o", "jsonpath={.data.trace}"
+    ).stdout
+    events = [json.loads(line)["event"] for line in trace.splitlines()]
+    assert events[-1] == "run_finish"
+    assert events.count("agent_finish") == 2
+    shown = subprocess.run(
+        [str(LEMON), "trace", "-"], input=trace, capture_output=True, text=True, check=True
+    ).stdout
+    assert "planner" in shown and "solver" in shown
+
+
+def test_inline_spec_with_a_cycle_fails_at_once(cluster: Cluster) -> None:
+    spec = {
+        "agents": [
+            {"name": "a", "role": "planner", "capacity": "small", "depends_on": ["b"]},
+            {"name": "b", "role": "planner", "capacity": "small", "depends_on": ["a"]},
+        ],
+        "output": "a",
+    }
+    cluster.apply(run_manifest("cyclic", {"spec": spec}))
+    run = cluster.wait_phase("cyclic", "Failed")
+    assert condition(run, "Succeeded")["reason"] == "SpecInvalid"
+    assert "dependency cycle" in run["status"]["message"]
+    assert cluster.executions(run["metadata"]["uid"]) == 0
+
+
+def test_spec_is_validated_by_the_crd(cluster: Cluster) -> None:
+    both = run_manifest("both", {"specRef": {"name": "team"}, "policyRef": {"name": "router"}})
+    proc = cluster.kubectl("apply", "-n", cluster.namespace, "-f", "-", stdin=both, check=False)
+    assert proc.returncode != 0
+    assert "exactly one of specRef, spec or policyRef" in proc.stderr
+    none = run_manifest("none", {})
+    proc = cluster.kubectl("apply", "-n", cluster.namespace, "-f", "-", stdin=none, check=False)
+    assert "exactly one of specRef, spec or policyRef" in proc.stderr
+    cluster.apply(run_manifest("fixed", {"specRef": {"name": "absent"}}))
+    edit = '[{"op": "replace", "path": "/spec/task", "value": "Another task"}]'
+    proc = cluster.kubectl("patch", "lrun", "fixed", "-n", cluster.namespace, "--type=json",
+                           "-p", edit, check=False)  # fmt: skip
+    assert proc.returncode != 0
+    assert "a run's spec is immutable" in proc.stderr
+    run = cluster.wait_phase("fixed", "Pending")
+    cluster.wait(
+        lambda: condition(cluster.run("fixed"), "Succeeded").get("reason") == "SpecNotFound",
+        what="SpecNotFound",
+    )
+    del run
+
+
+def test_explain_describes_every_field(kubectl: Kubectl) -> None:
+    out = kubectl("explain", "lemonrun.spec").stdout
+    for field in ("task", "specRef", "spec", "policyRef", "profile", "deadlineSeconds",
+                  "maxTokens", "ttlSecondsAfterFinished"):  # fmt: skip
+        assert re.search(rf"^\s+{field}\s", out, re.MULTILINE), field
+    assert "exactly one of specRef, spec, policyRef" in out
+    fields = re.findall(r"^  (\w+)\s+<", out, re.MULTILINE)
+    assert len(fields) == 8
+    described = kubectl("explain", "lemonrun.status.agents").stdout
+    assert "latencySeconds" in described
+
+
+def canonical(text: str) -> str:
+    parsed = parse_spec(text, source="<test>")
+    return format_spec(parsed.spec, output=parsed.output)
+
+
+_ = (time, ROOT)
