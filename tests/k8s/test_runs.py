@@ -26,7 +26,7 @@ import yaml
 from lemon.spec import format_spec, parse_spec
 from lemon_operator import kube
 from lemon_service.client import ClientConfig, LemonClient
-from tests.conftest import LEMON, ROOT
+from tests.conftest import LEMON
 from tests.k8s.conftest import Kubectl, Operator, wait_for
 from tests.model.conftest import ModelServer, tiny_model_dir
 from tests.service.conftest import OpenAIServer, ServeProcess
@@ -138,12 +138,17 @@ class Cluster:
 
     def executions(self, run_id: str) -> int:
         """How often the service started run ``run_id`` (its log says each start)."""
-        return len(re.findall(rf"run {re.escape(run_id)} \(.*\): started", self.service.log.read_text()))
+        return len(
+            re.findall(rf"run {re.escape(run_id)} \(.*\): started", self.service.log.read_text())
+        )
 
 
 @pytest.fixture
 def cluster(
-    kubectl: Kubectl, operator_process: Operator, orchestration_service: ServeProcess, namespace: str
+    kubectl: Kubectl,
+    operator_process: Operator,
+    orchestration_service: ServeProcess,
+    namespace: str,
 ) -> Cluster:
     return Cluster(kubectl, operator_process, orchestration_service, namespace)
 
@@ -232,7 +237,8 @@ def test_run_from_profile_to_answer(
     shown = subprocess.run(
         [str(LEMON), "trace", "-"], input=trace, capture_output=True, text=True, check=True
     ).stdout
-    assert "planner" in shown and "solver" in shown
+    assert "planner" in shown
+    assert "solver" in shown
 
 
 def test_inline_spec_with_a_cycle_fails_at_once(cluster: Cluster) -> None:
@@ -289,4 +295,187 @@ def canonical(text: str) -> str:
     return format_spec(parsed.spec, output=parsed.output)
 
 
-_ = (time, ROOT)
+@pytest.fixture
+def slow_tier(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OpenAIServer]:
+    """A tier that takes ``param`` seconds per call (a real HTTP server, not a model)."""
+    server = OpenAIServer(tmp_path, latency=getattr(request, "param", 5.0))
+    yield server
+    server.kill()
+
+
+ONE_AGENT = {"agents": [{"name": "solver", "role": "math_solver", "capacity": "small"}]}
+PAIR = {
+    "agents": [
+        {"name": "planner", "role": "planner", "capacity": "small"},
+        {"name": "solver", "role": "math_solver", "capacity": "medium", "depends_on": ["planner"]},
+    ],
+    "output": "solver",
+}
+
+
+@pytest.mark.parametrize("slow_tier", [5.0], indirect=True)
+def test_a_tier_server_killed_mid_run_fails_the_run_with_that_agents_reason(
+    cluster: Cluster, model_servers: dict[str, ModelServer], slow_tier: OpenAIServer
+) -> None:
+    serve_profile(cluster, {"small": model_servers["small"], "medium": slow_tier})
+    cluster.apply(run_manifest("doomed", {"spec": PAIR}, maxTokens=8))
+    cluster.wait_phase("doomed", "Running")
+    cluster.wait(lambda: slow_tier.count("start") == 1, what="the medium tier's call")
+    slow_tier.kill()
+    run = cluster.wait_phase("doomed", "Failed", timeout=120)
+    assert condition(run, "Succeeded")["reason"] == "AgentFailed"
+    message = run["status"]["message"]
+    assert message.startswith("agent solver (medium) failed"), message
+    agents = {agent["name"]: agent for agent in run["status"]["agents"]}
+    assert agents["planner"]["status"] == "succeeded"
+    assert agents["solver"]["status"] == "failed"
+    assert agents["solver"]["error"] in message
+    assert "answer" not in run["status"]
+    assert cluster.executions(run["metadata"]["uid"]) == 1
+
+
+@pytest.mark.parametrize("slow_tier", [4.0], indirect=True)
+def test_operator_killed_mid_run_then_restarted_executes_the_run_once(
+    cluster: Cluster, slow_tier: OpenAIServer
+) -> None:
+    serve_profile(cluster, {"small": slow_tier, "medium": slow_tier})
+    cluster.apply(run_manifest("survivor", {"spec": ONE_AGENT}))
+    cluster.wait_phase("survivor", "Running")
+    cluster.operator.kill()  # SIGKILL while the service runs the agent
+    try:
+        time.sleep(1.0)
+        assert slow_tier.count("answered") == 0, "the run finished before the kill"
+    finally:
+        cluster.operator.start()
+    run = cluster.wait_phase("survivor", "Succeeded", timeout=120)
+    uid = run["metadata"]["uid"]
+    assert cluster.executions(uid) == 1
+    assert slow_tier.count("start") == 1  # one model call: the agent ran once
+    assert run["status"]["answer"] == "The answer is 42."
+    log = cluster.operator.log_text()
+    assert f"run {uid} submitted" in log
+    assert log.count(f"run {uid} submitted") == 1
+
+
+POLICY_SPEC = """agents:
+- name: solver
+  role: math_solver
+  duties: Solve it step by step and state the number.
+  capacity: small
+output: solver
+"""
+
+
+def test_a_policy_writes_the_spec_of_a_run_with_policy_ref(
+    cluster: Cluster, model_servers: dict[str, ModelServer], tmp_path: Path
+) -> None:
+    """The policy's InferenceService is stood for by a real HTTP server that answers every
+    call with one fixed spec (a scripted policy, not a trained model): what is tested is that
+    the spec the run executes is the one the served policy wrote."""
+    policy_server = OpenAIServer(tmp_path, latency=0.0, answer=POLICY_SPEC)
+    try:
+        serve_profile(cluster, model_servers)
+        cluster.apply("""\
+apiVersion: lemon.ai/v1alpha1
+kind: LemonPolicy
+metadata:
+  name: router
+spec:
+  versions:
+  - {name: v1, checkpoint: "pvc://policies/router/v1", stage: sft}
+  servedVersion: v1
+""")
+        cluster.apply(run_manifest("by-policy", {"policyRef": {"name": "router"}}, maxTokens=8))
+        cluster.wait(
+            lambda: (
+                condition(cluster.run("by-policy"), "Succeeded").get("reason") == "PolicyNotReady"
+            ),
+            what="PolicyNotReady",
+        )
+        cluster.serve("router-policy", base_url(policy_server))
+        run = cluster.wait_phase("by-policy", "Succeeded", timeout=120)
+    finally:
+        policy_server.kill()
+    status = run["status"]
+    assert f"LemonPolicy {cluster.namespace}/router@v1" in status["specOrigin"]
+    assert status["spec"] == canonical(POLICY_SPEC)
+    assert [agent["name"] for agent in status["agents"]] == ["solver"]
+    assert policy_server.count("start") == 1
+
+
+def test_a_hundred_runs_at_once_all_finish_once(
+    cluster: Cluster, model_servers: dict[str, ModelServer]
+) -> None:
+    serve_profile(cluster, model_servers)
+    count = 100
+    cluster.apply("---\n".join(
+        run_manifest(f"burst-{i}", {"spec": ONE_AGENT}, maxTokens=4) for i in range(count)
+    ))  # fmt: skip
+
+    def finished() -> list[dict[str, Any]] | None:
+        items = cluster.client.list(kube.RUNS, namespace=cluster.namespace)
+        done = [item for item in items if (item.get("status") or {}).get("phase") == "Succeeded"]
+        return done if len(done) == count else None
+
+    done = cluster.wait(finished, what=f"{count} runs Succeeded", timeout=300)
+    log = cluster.service.log.read_text()
+    for item in done:
+        uid = item["metadata"]["uid"]
+        assert len(re.findall(rf"run {uid} \(.*\): started", log)) == 1, uid
+        assert item["status"]["tokens"]["total"] > 0
+
+
+@pytest.mark.parametrize("slow_tier", [60.0], indirect=True)
+def test_deleting_a_running_run_cancels_it_on_the_service(
+    cluster: Cluster, slow_tier: OpenAIServer
+) -> None:
+    serve_profile(cluster, {"small": slow_tier, "medium": slow_tier})
+    cluster.apply(run_manifest("doomed", {"spec": ONE_AGENT}))
+    uid = cluster.wait_phase("doomed", "Running")["metadata"]["uid"]
+    cluster.wait(lambda: slow_tier.count("start") == 1, what="the tier's call")
+    started = time.monotonic()
+    cluster.kubectl("delete", "lrun", "doomed", "-n", cluster.namespace, "--timeout=60s")
+    assert time.monotonic() - started < 30
+    assert cluster.run("doomed") is None
+    state = cluster.service_run(uid)
+    assert state.phase == state.CANCELLED
+    cluster.wait(lambda: slow_tier.count("disconnected") == 1, what="the tier call dropped")
+
+
+def test_a_spec_with_a_task_gets_a_run_it_owns(
+    cluster: Cluster, model_servers: dict[str, ModelServer]
+) -> None:
+    serve_profile(cluster, model_servers)
+    with_task = TEAM.replace("spec:\n", f"spec:\n  task: {TASK}\n")
+    cluster.apply(with_task)
+    run = cluster.wait_phase("pair-task-1", "Succeeded", timeout=120)
+    owner = run["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("LemonSpec", "pair")
+    assert "generation 1, its task" in run["status"]["specOrigin"]
+
+    def spec_run() -> dict[str, Any]:
+        found = cluster.client.get(kube.SPECS, namespace=cluster.namespace, name="pair") or {}
+        return dict((found.get("status") or {}).get("run") or {})
+
+    cluster.wait(lambda: spec_run().get("phase") == "Succeeded", what="the spec's run status")
+    assert spec_run()["answer"] == run["status"]["answer"]
+    assert spec_run()["tokens"] == run["status"]["tokens"]["total"]
+
+    # A new task is a new generation, so a new run; the old one goes.
+    cluster.apply(with_task.replace(TASK, "What is 6 times 7?"))
+    cluster.wait_phase("pair-task-2", "Succeeded", timeout=120)
+    cluster.wait(lambda: cluster.run("pair-task-1") is None, what="the old run deleted")
+
+
+def test_a_finished_run_is_deleted_after_its_ttl(
+    cluster: Cluster, model_servers: dict[str, ModelServer]
+) -> None:
+    serve_profile(cluster, model_servers)
+    cluster.apply(
+        run_manifest("brief", {"spec": ONE_AGENT}, maxTokens=4, ttlSecondsAfterFinished=2)
+    )
+    cluster.wait(lambda: cluster.phase("brief") == "Succeeded" or cluster.run("brief") is None,
+                 what="finished")  # fmt: skip
+    cluster.wait(lambda: cluster.run("brief") is None, what="deleted after its TTL")
+    proc = cluster.kubectl("get", "configmap", "brief-trace", "-n", cluster.namespace, check=False)
+    assert proc.returncode != 0  # the trace went with it
