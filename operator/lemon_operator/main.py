@@ -9,6 +9,8 @@ Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
 import logging
 from typing import Any
 
@@ -195,20 +197,47 @@ def inference_service_event(
     )
 
 
-@kopf.daemon(*RUN, backoff=BACKOFF, cancellation_timeout=5.0)
-async def run_daemon(namespace: str | None, name: str | None, **_: Any) -> None:
-    namespace, name = _named(namespace, name)
-    await runs.drive_run(_client(), _service(), namespace=namespace, name=name)
+@kopf.index(*PROFILE)
+def profile_index(
+    namespace: str | None, name: str | None, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Capacity profiles in memory, kept current by kopf's watch: runs read their tiers here."""
+    return {(str(namespace), str(name)): copy.deepcopy(dict(body))}
 
 
-@kopf.on.delete(*RUN, backoff=BACKOFF)
-async def run_deleted(
-    namespace: str | None, name: str | None, uid: str | None, status: kopf.Status, **_: Any
+@kopf.daemon(*RUN, backoff=BACKOFF, cancellation_timeout=10.0)
+async def run_daemon(
+    *,
+    namespace: str | None,
+    name: str,
+    uid: str,
+    body: kopf.Body,
+    stopped: kopf.DaemonStopped,
+    profile_index: kopf.Index[tuple[str, str], dict[str, Any]] | None = None,
+    **_: Any,
 ) -> None:
+    """A run's life (:mod:`lemon_operator.runs`); then it waits, so that deleting the run (which
+    stops it, behind the finalizer) can cancel it on the service and delete its trace."""
     namespace, name = _named(namespace, name)
-    await runs.delete_run(
-        _client(), _service(), namespace=namespace, name=name, uid=str(uid), status=dict(status)
-    )
+
+    assert profile_index is not None  # kopf passes every index to every handler
+
+    def profile_of(profile: str) -> dict[str, Any] | None:
+        return next(iter(profile_index.get((namespace, profile), [])), None)
+
+    try:
+        await runs.drive_run(
+            _client(), _service(), body=copy.deepcopy(dict(body)), profile_of=profile_of
+        )
+        await asyncio.Future()  # until kopf stops the daemon
+    except asyncio.CancelledError:
+        reason = stopped.reason
+        if reason is not None and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
+            status = dict(body.get("status") or {})
+            await runs.delete_run(
+                _client(), _service(), namespace=namespace, name=name, uid=str(uid), status=status
+            )
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:
