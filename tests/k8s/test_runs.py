@@ -29,7 +29,7 @@ from lemon.resources.lemon_run import LemonRunSpec
 from lemon.spec import format_spec, parse_spec
 from lemon_operator import kube
 from lemon_service.client import ClientConfig, LemonClient
-from tests.conftest import LEMON
+from tests.conftest import LEMON, ROOT
 from tests.k8s.conftest import Kubectl, Operator, wait_for
 from tests.model.conftest import ModelServer, tiny_model_dir
 from tests.service.conftest import OpenAIServer, ServeProcess
@@ -242,6 +242,25 @@ def test_run_from_profile_to_answer(
     ).stdout
     assert "planner" in shown
     assert "solver" in shown
+
+
+def test_the_readme_path_from_profile_to_answer(
+    cluster: Cluster, model_servers: dict[str, ModelServer]
+) -> None:
+    """README: apply the example profile and the example run, wait, read the answer."""
+    for example in ("01-capacity-profile.yaml", "04-run.yaml"):
+        cluster.kubectl(
+            "apply", "-n", cluster.namespace, "-f", str(ROOT / "examples/k8s" / example)
+        )
+    for tier, server in model_servers.items():  # KServe's part: small and medium are up
+        cluster.serve(f"default-{tier}", base_url(server))
+    cluster.kubectl("wait", "-n", cluster.namespace, "--for=condition=Succeeded", "lrun/pens",
+                    "--timeout=180s")  # fmt: skip
+    row = cluster.kubectl("get", "lrun", "pens", "-n", cluster.namespace).stdout.splitlines()[1]
+    run = cluster.run("pens")
+    assert run is not None
+    assert row.split()[:2] == ["pens", "Succeeded"]
+    assert run["status"]["answerPreview"].split()[0] in row
 
 
 def test_inline_spec_with_a_cycle_fails_at_once(cluster: Cluster) -> None:

@@ -64,6 +64,9 @@ def test_tier_status_reads_kserve_ready() -> None:
     status = statuses.tier_status(Capacity.SMALL, name="p-small", isvc=isvc)
     assert (status.ready, status.url) == (True, "http://x")
     assert not statuses.tier_status(Capacity.SMALL, name="p-small", isvc=None).ready
+    isvc["status"]["address"] = {"url": "http://p-small-predictor.ns.svc.cluster.local"}
+    local = statuses.tier_status(Capacity.SMALL, name="p-small", isvc=isvc)
+    assert local.url == "http://p-small-predictor.ns.svc.cluster.local"  # in-cluster callers
 
 
 def test_rendered_resource_locates_errors_in_the_example_file() -> None:

@@ -49,7 +49,11 @@ class TierStatus(_Camel):
 
     tier: Capacity = Field(description="small, medium or large.")
     inference_service: str = Field(description="Name of the tier's InferenceService.")
-    url: str | None = Field(default=None, description="The tier's endpoint, once KServe has one.")
+    url: str | None = Field(
+        default=None,
+        description="The tier's endpoint once KServe has one: its cluster-local address, "
+        "else its URL.",
+    )
     ready: bool = Field(description="Whether the InferenceService reports Ready.")
 
 
