@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tes
     sys.path.insert(0, str(ROOT))
 
 from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
+from tests.k8s.watching import follow as follow_kind  # noqa: E402
 
 GROUP, VERSION, PLURAL = "lemon.ai", "v1alpha1", "lemonspecs"
 NAMESPACE = "bench"
@@ -121,24 +122,10 @@ class Bench:
                 ready.setdefault(name, now)
 
         def follow() -> None:
-            from kubernetes import watch
-
-            deadline = time.monotonic() + 600
-            while len(ready) < count and time.monotonic() < deadline:
-                # A watch may end early (the server closes it); re-list, then watch again.
-                listed = self.custom.list_namespaced_custom_object(
-                    GROUP, VERSION, NAMESPACE, PLURAL
-                )
-                for obj in listed["items"]:
-                    seen(obj)
-                stream = watch.Watch().stream(
-                    self.custom.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
-                    resource_version=listed["metadata"]["resourceVersion"], timeout_seconds=60,
-                )  # fmt: skip
-                for event in stream:
-                    seen(event["object"])
-                    if len(ready) == count:
-                        break
+            follow_kind(
+                self.custom, group=GROUP, version=VERSION, namespace=NAMESPACE, plural=PLURAL,
+                seen=seen, done=lambda: len(ready) == count,
+            )  # fmt: skip
             done.set()
 
         started = time.perf_counter()

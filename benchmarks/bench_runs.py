@@ -49,6 +49,7 @@ if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tes
     sys.path.insert(0, str(ROOT))
 
 from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
+from tests.k8s.watching import follow as follow_kind  # noqa: E402
 
 GROUP, VERSION, PLURAL = "lemon.ai", "v1alpha1", "lemonruns"
 NAMESPACE = "bench"
@@ -192,23 +193,10 @@ class Cluster:
                     failed.add(name)
 
         def follow() -> None:
-            from kubernetes import watch
-
-            deadline = time.monotonic() + 600
-            while len(finished) < count and time.monotonic() < deadline:
-                listed = self.custom.list_namespaced_custom_object(
-                    GROUP, VERSION, NAMESPACE, PLURAL
-                )
-                for obj in listed["items"]:
-                    seen(obj)
-                stream = watch.Watch().stream(
-                    self.custom.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
-                    resource_version=listed["metadata"]["resourceVersion"], timeout_seconds=60,
-                )  # fmt: skip
-                for event in stream:
-                    seen(event["object"])
-                    if len(finished) == count:
-                        break
+            follow_kind(
+                self.custom, group=GROUP, version=VERSION, namespace=NAMESPACE, plural=PLURAL,
+                seen=seen, done=lambda: len(finished) == count,
+            )  # fmt: skip
             done.set()
 
         def create(name: str) -> None:
@@ -326,7 +314,7 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
         cluster = Cluster(kubeconfig)
         cluster.mark_ready(f"http://127.0.0.1:{tier_port}")
 
-        cluster.burst(1, agents=agents, prefix="warmup")  # warm-up: the first run pays connection set-up
+        cluster.burst(1, agents=agents, prefix="warmup")  # the first run pays the set-ups
         pids = {
             "etcd": plane._procs[0].pid,
             "kube-apiserver": plane._procs[1].pid,
