@@ -227,8 +227,11 @@ def finished_status(
     generation: int,
     at: str,
     previous: Mapping[str, Any],
+    profile: str | None = None,
+    started: str | None = None,
 ) -> Status:
-    """The finished run as the service reported it: answer, agents, tokens, tier-priced cost."""
+    """The finished run as the service reported it: answer, agents, tokens, tier-priced cost
+    (and its id, profile and start, for a run that never showed Running)."""
     failure = failure_of(run)
     answer = run.answer[:MAX_ANSWER_CHARS] if failure is None else None
     if failure is None:
@@ -249,6 +252,9 @@ def finished_status(
     body = LemonRunStatus(
         observed_generation=generation,
         phase="Succeeded" if failure is None else "Failed",
+        run_id=run.run_id,
+        profile=profile,
+        start_time=started,
         answer=answer,
         answer_preview=answer_preview(answer),
         spec=run.spec or None,

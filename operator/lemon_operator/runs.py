@@ -102,6 +102,8 @@ class RunDriver:
         self.status: dict[str, Any] = dict(body.get("status") or {})
         self.profile_of = profile_of
         self.prices: dict[str, float] | None = None
+        self.profile = str(self.status.get("profile") or "") or None
+        self.started = str(self.status.get("startTime") or "") or None
 
     @property
     def label(self) -> str:
@@ -167,9 +169,9 @@ class RunDriver:
                 "submitted" if accepted.created else "was already on the service: re-attached",
                 accepted.phase,
             )
-            self.prices = plan.prices
-            self.status["profile"] = plan.profile
-            await self._follow(service, accepted.run_id, first=accepted, profile=plan.profile)
+            self.prices, self.profile = plan.prices, plan.profile
+            self.started = self.started or statuses.now()
+            await self._follow(service, accepted.run_id, first=accepted)
             return
 
     async def _follow(
@@ -178,7 +180,6 @@ class RunDriver:
         run_id: str,
         *,
         first: ServiceRun | None = None,
-        profile: str | None = None,
     ) -> None:
         """Wait for the service to finish the run, recording Running if it takes a while."""
         run = first
@@ -190,10 +191,10 @@ class RunDriver:
             await self._write(
                 running_status(
                     run_id=run_id,
-                    profile=profile or str(self.status.get("profile") or specs.DEFAULT_PROFILE),
+                    profile=self.profile or specs.DEFAULT_PROFILE,
                     target=service.target,
                     generation=self.generation,
-                    at=str(self.status.get("startTime") or statuses.now()),
+                    at=self.started or statuses.now(),
                     previous=self.status,
                 )
             )
@@ -228,8 +229,8 @@ class RunDriver:
         # False when it exists: written before an operator restart, for this same run
         await _blocking(self.client.create_config_map, body=config_map)
         prices = self.prices
-        if prices is None:
-            prices = _prices(self.profile_of(str(self.status.get("profile") or "default")))
+        if prices is None:  # re-attached after a restart: the profile's prices now
+            prices = _prices(self.profile_of(self.profile or specs.DEFAULT_PROFILE))
         fields = finished_status(
             run,
             prices=prices,
@@ -237,6 +238,8 @@ class RunDriver:
             generation=self.generation,
             at=statuses.now(),
             previous=self.status,
+            profile=self.profile,
+            started=self.started,
         )
         await self._end(fields, failed=failure_of(run) is not None)
 

@@ -457,6 +457,7 @@ def test_a_hundred_runs_at_once_all_finish_once(
         uid = item["metadata"]["uid"]
         assert len(re.findall(rf"run {uid} \(.*\): started", log)) == 1, uid
         assert item["status"]["tokens"]["total"] > 0
+        assert item["status"]["runId"] == uid
 
 
 @pytest.mark.parametrize("slow_tier", [60.0], indirect=True)

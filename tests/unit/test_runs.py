@@ -298,8 +298,11 @@ def test_a_succeeded_run_records_answer_agents_tokens_and_cost() -> None:
         generation=1,
         at=AT,
         previous=running,
+        profile="default",
+        started=AT,
     )
     assert status["phase"] == "Succeeded"
+    assert (status["runId"], status["profile"], status["startTime"]) == ("uid-1", "default", AT)
     assert status["answer"] == "The answer is 8 dollars."
     assert status["answerPreview"] == "The answer is 8 dollars."
     assert status["tokens"] == {"prompt": 300, "completion": 30, "total": 330}
