@@ -226,9 +226,9 @@ async def run_daemon(
         return next(iter(profile_index.get((namespace, profile), [])), None)
 
     try:
-        await runs.drive_run(
-            _client(), _service(), body=copy.deepcopy(dict(body)), profile_of=profile_of
-        )
+        # a shallow copy: kopf replaces, never edits, what the body holds (and a run's spec is
+        # immutable)
+        await runs.drive_run(_client(), _service(), body=dict(body), profile_of=profile_of)
         await asyncio.Future()  # until kopf stops the daemon
     except asyncio.CancelledError:
         reason = stopped.reason

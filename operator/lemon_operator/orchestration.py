@@ -183,7 +183,9 @@ class Orchestrator:
             raise Unavailable(f"{method}: {error}") from None
         return _service_run(state)
 
-    async def submit(self, order: RunOrder) -> ServiceRun:
+    async def submit(self, order: RunOrder, *, wait_s: float = 0.0) -> ServiceRun:
+        """Submit the run (or find it, submitted before); answer once it finished (with its
+        trace) or after ``wait_s``."""
         request = pb.SubmitRunRequest(
             run_id=order.run_id,
             task=order.task,
@@ -191,6 +193,8 @@ class Orchestrator:
             options=pb.RunOptions(max_tokens=order.max_tokens),
             tiers=[pb.TierEndpoint(tier=t, url=u, model=m) for t, u, m in order.tiers],
             deadline_s=order.deadline_s,
+            wait_s=wait_s,
+            include_trace=True,
         )
         if order.spec is not None:
             request.spec = order.spec
@@ -200,7 +204,7 @@ class Orchestrator:
                     url=order.policy.url, model=order.policy.model, name=order.policy.name
                 )
             )
-        return await self._call("SubmitRun", request, timeout=CALL_TIMEOUT_S)
+        return await self._call("SubmitRun", request, timeout=wait_s + CALL_TIMEOUT_S)
 
     async def wait(self, run_id: str, *, wait_s: float) -> ServiceRun:
         """The run once it finished (with its trace) or after ``wait_s``."""

@@ -10,11 +10,11 @@ run (an invalid inline spec) is :class:`Refused`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
 from pydantic import ValidationError
 
 from lemon.resources import CapacityProfileSpec, TierStatus
@@ -100,11 +100,14 @@ def plan_run(
     needed: list[Capacity] | None = None
     if run.spec is not None:
         origin = _origin(namespace, name, metadata)
-        text = yaml.safe_dump(run.spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
+        # JSON is YAML, and much quicker to write; positions in it mean nothing to the user,
+        # so the errors are given without them
+        text = json.dumps(run.spec.model_dump(mode="json", exclude_none=True))
         try:
             needed = needed_tiers(parse_spec(text, source=origin).spec)
         except SpecError as error:
-            return Refused("SpecInvalid", f"the inline spec is invalid: {_errors(error)}")
+            messages = "; ".join(issue.message for issue in error.issues)
+            return Refused("SpecInvalid", f"the inline spec is invalid: {messages}")
     elif run.spec_ref is not None:
         ref = run.spec_ref.name
         if source is None or not _live(source):

@@ -153,7 +153,7 @@ class RunDriver:
                 delay = min(delay * 1.5, MAX_POLL_S)
                 continue
             try:
-                accepted = await service.submit(plan.order)
+                accepted = await service.submit(plan.order, wait_s=RUNNING_AFTER_S)
             except Unavailable as error:
                 await self._pending("ServiceUnavailable", str(error), tiers_ready=True)
                 await asyncio.sleep(delay)
@@ -181,12 +181,9 @@ class RunDriver:
         *,
         first: ServiceRun | None = None,
     ) -> None:
-        """Wait for the service to finish the run, recording Running if it takes a while."""
+        """Wait for the service to finish the run (``first``: as the submit answered it, after
+        up to RUNNING_AFTER_S), recording Running if it is not finished by then."""
         run = first
-        if run is not None and not run.finished:
-            run = await self._ask(service, run_id, wait_s=RUNNING_AFTER_S)
-            if run is None:
-                return
         if run is None or not run.finished:
             await self._write(
                 running_status(

@@ -157,10 +157,14 @@ def submission(request: pb.SubmitRunRequest, *, engine: Engine) -> Submission:
     if request.WhichOneof("spec_source") == "policy":
         policy = check_endpoint(request.policy.url, request.policy.model, field="policy")
     tiers = tier_endpoints([(t.tier, t.url, t.model) for t in request.tiers])
+    what = pb.SubmitRunRequest()
+    what.CopyFrom(request)
+    for delivery in ("wait_s", "include_trace", "max_trace_bytes"):  # how to answer, not what
+        what.ClearField(delivery)
     return Submission(
         run_id=request.run_id,
         source=source,
-        fingerprint=hashlib.sha256(request.SerializeToString(deterministic=True)).digest(),
+        fingerprint=hashlib.sha256(what.SerializeToString(deterministic=True)).digest(),
         request=run_request(engine, request.task, request.options, parsed),
         tiers=tiers,
         policy=policy,

@@ -134,9 +134,12 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
     ) -> pb.RunState:
         try:
             record, created = self.runs.submit(convert.submission(request, engine=self.engine))
+            if request.wait_s > 0:
+                record = await self.runs.wait(record.run_id, wait_s=request.wait_s)
         except Exception as exc:
             await _abort(context, exc)
-        return convert.run_state(record, created=created)
+        trace_bytes = request.max_trace_bytes if request.include_trace else None
+        return convert.run_state(record, created=created, trace_bytes=trace_bytes)
 
     async def GetRun(
         self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -242,7 +242,7 @@ class PolicyEndpoint(_message.Message):
     def __init__(self, url: _Optional[str] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class SubmitRunRequest(_message.Message):
-    __slots__ = ("run_id", "task", "spec", "policy", "options", "tiers", "deadline_s", "source")
+    __slots__ = ("run_id", "task", "spec", "policy", "options", "tiers", "deadline_s", "source", "wait_s", "include_trace", "max_trace_bytes")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -251,6 +251,9 @@ class SubmitRunRequest(_message.Message):
     TIERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TRACE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRACE_BYTES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     task: str
     spec: str
@@ -259,7 +262,10 @@ class SubmitRunRequest(_message.Message):
     tiers: _containers.RepeatedCompositeFieldContainer[TierEndpoint]
     deadline_s: float
     source: str
-    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., spec: _Optional[str] = ..., policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ..., deadline_s: _Optional[float] = ..., source: _Optional[str] = ...) -> None: ...
+    wait_s: float
+    include_trace: bool
+    max_trace_bytes: int
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., spec: _Optional[str] = ..., policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ..., deadline_s: _Optional[float] = ..., source: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id", "wait_s", "include_trace", "max_trace_bytes")
