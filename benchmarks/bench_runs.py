@@ -229,6 +229,8 @@ class Cluster:
             "lost": count - len(finished),
             "failed": len(failed),
             "uids": [obj["metadata"]["uid"] for obj in objects.values()],
+            "created": created,
+            "finished": finished,
         }
 
 

@@ -58,7 +58,7 @@ POLL_S = 1.0
 MAX_POLL_S = 10.0
 WAIT_S = 30.0
 """How long one GetRun waits for the run to finish before asking again."""
-RUNNING_AFTER_S = 1.0
+RUNNING_AFTER_S = 2.0
 """A run still going this long after the service accepted it is recorded ``Running``."""
 _POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="lemon-runs")
 T = TypeVar("T")
