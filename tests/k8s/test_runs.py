@@ -347,7 +347,7 @@ PAIR = {
 }
 
 
-@pytest.mark.parametrize("slow_tier", [5.0], indirect=True)
+@pytest.mark.parametrize("slow_tier", [8.0], indirect=True)
 def test_a_tier_server_killed_mid_run_fails_the_run_with_that_agents_reason(
     cluster: Cluster, model_servers: dict[str, ModelServer], slow_tier: OpenAIServer
 ) -> None:
@@ -368,7 +368,7 @@ def test_a_tier_server_killed_mid_run_fails_the_run_with_that_agents_reason(
     assert cluster.executions(run["metadata"]["uid"]) == 1
 
 
-@pytest.mark.parametrize("slow_tier", [4.0], indirect=True)
+@pytest.mark.parametrize("slow_tier", [8.0], indirect=True)
 def test_operator_killed_mid_run_then_restarted_executes_the_run_once(
     cluster: Cluster, slow_tier: OpenAIServer
 ) -> None:
@@ -389,6 +389,27 @@ def test_operator_killed_mid_run_then_restarted_executes_the_run_once(
     log = cluster.operator.log_text()
     assert f"run {uid} submitted" in log
     assert log.count(f"run {uid} submitted") == 1
+
+
+@pytest.mark.parametrize("slow_tier", [8.0], indirect=True)
+def test_operator_killed_before_it_recorded_running_resubmits_and_the_service_runs_it_once(
+    cluster: Cluster, slow_tier: OpenAIServer
+) -> None:
+    """Killed between the submit and the Running write: after the restart the run is
+    submitted again under the same id, and the service answers with the run it has."""
+    serve_profile(cluster, {"small": slow_tier, "medium": slow_tier})
+    cluster.apply(run_manifest("resubmitted", {"spec": ONE_AGENT}))
+    cluster.wait(lambda: slow_tier.count("start") == 1, what="the agent's call at the tier")
+    cluster.operator.kill()  # the submit is still waiting for the run: no Running yet
+    try:
+        assert cluster.phase("resubmitted") is None
+    finally:
+        cluster.operator.start()
+    run = cluster.wait_phase("resubmitted", "Succeeded", timeout=120)
+    uid = run["metadata"]["uid"]
+    assert cluster.executions(uid) == 1
+    assert slow_tier.count("start") == 1
+    assert f"run {uid} was already on the service: re-attached" in cluster.operator.log_text()
 
 
 POLICY_SPEC = """agents:
