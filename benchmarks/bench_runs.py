@@ -17,6 +17,8 @@ Reported:
 * ``lost``: runs that never finished (``failed``: runs that finished Failed);
 * ``duplicated``: runs the service started more than once (its log says each start), and
   ``tier_calls`` against ``runs × agents``, the model calls the tier received;
+* ``cpu_s`` (CPU seconds each process used during the burst) and ``api_requests_per_run``
+  (the API server's own request counters, watches and lists left out), to say where time goes;
 * side by side, the same runs submitted straight to the service over gRPC (SubmitRun, then
   GetRun waiting for each), with the same tiers: ``grpc_burst_s``, ``grpc_p99_overhead_s``,
   and ``ratio`` = ``burst_s / grpc_burst_s`` (what the Kubernetes path costs over the bare
@@ -325,8 +327,14 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
             "operator": procs.procs[2].pid,
         }
         calls_before, cpu_before = _tier_calls(tier_log), _cpu(pids)
+        requests_before = _api_requests(kubeconfig)
         measured = cluster.burst(runs, agents=agents, prefix="run")
         cpu_after = _cpu(pids)
+        requests = {
+            key: round((count - requests_before.get(key, 0.0)) / runs, 2)
+            for key, count in _api_requests(kubeconfig).items()
+            if count > requests_before.get(key, 0.0)
+        }
         tier_calls = _tier_calls(tier_log) - calls_before
         service_log = logs["service"].read_text(errors="replace")
         starts = [
@@ -370,6 +378,7 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
         "grpc_lost": direct["lost"],
         "ratio": round(burst_s / direct["burst_s"], 2),
         "cpu_s": {name: round(cpu_after[name] - cpu_before[name], 2) for name in cpu_after},
+        "api_requests_per_run": requests,
         "load_average": [round(value, 2) for value in os.getloadavg()],
     }
 
@@ -383,6 +392,29 @@ def _cpu_s(pid: int) -> float:
 def _cpu(pids: dict[str, int]) -> dict[str, float]:
     own = os.times()
     return {"client": own.user + own.system, **{name: _cpu_s(pid) for name, pid in pids.items()}}
+
+
+_REQUEST = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.M)
+_COUNTED = {"lemonruns", "configmaps", "events", "lemoncapacityprofiles", "lemonspecs"}
+
+
+def _api_requests(kubeconfig: Path) -> dict[str, float]:
+    """The API server's request counters (its /metrics) by verb and resource, for the kinds a
+    run touches; watches and lists (the client's and kopf's streams) left out."""
+    kubectl = Path(sys.executable).with_name("kubectl")
+    text = subprocess.run(
+        [str(kubectl), f"--kubeconfig={kubeconfig}", "get", "--raw", "/metrics"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    counts: dict[str, float] = {}
+    for match in _REQUEST.finditer(text):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        verb, resource = labels.get("verb", ""), labels.get("resource", "")
+        if resource in _COUNTED and verb not in ("WATCH", "LIST"):
+            sub = labels.get("subresource")
+            key = f"{verb} {resource}{'/' + sub if sub else ''}"
+            counts[key] = counts.get(key, 0.0) + float(match["count"])
+    return counts
 
 
 def _tier_calls(log: Path) -> int:
