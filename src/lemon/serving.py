@@ -3,9 +3,10 @@
 Built on FastAPI and uvicorn (no hand-written HTTP). Routes: ``GET /health``,
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` with ``usage``
 token counts, also under ``/openai/v1/`` as KServe's huggingface runtime serves them (so a
-tier URL taken from an InferenceService's status works against this server too). Concurrent requests share forward passes through the backend's batching. Like
-vLLM, a chat request whose last message is from the assistant with
-``continue_final_message: true`` continues that message, and the returned content excludes it.
+tier URL taken from an InferenceService's status works against this server too). Concurrent
+requests share forward passes through the backend's batching. Like vLLM, a chat request whose
+last message is from the assistant with ``continue_final_message: true`` continues that
+message, and the returned content excludes it.
 Streaming is not supported (``stream: true`` gets a 400).
 """
 
