@@ -165,7 +165,9 @@ def _reconcile(
             generation=generation,
             spec=spec,
             profile=body.profile or DEFAULT_PROFILE,
-        ),
+        )
+        if body.task or status.get("run")
+        else None,
     )
     _record(client, ref, status=status, new=new, conditions=[validated, tiers_ready, ready])
 

@@ -49,7 +49,7 @@ class Limits(BaseModel):
     """Engine attempts per model call (transient errors are retried with backoff)."""
     run_retention_s: Annotated[float, Field(gt=0)] = 3600.0
     """How long a finished SubmitRun run is kept for GetRun."""
-    max_runs: Annotated[int, Field(ge=1, le=1 << 20)] = 16384
+    max_runs: Annotated[int, Field(ge=1, le=1 << 20)] = 4096
     """Runs held by id, finished ones included (the oldest finished go first)."""
 
 
