@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tes
     sys.path.insert(0, str(ROOT))
 
 from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
+from tests.k8s.watching import custom_objects  # noqa: E402
 from tests.k8s.watching import follow as follow_kind  # noqa: E402
 
 GROUP, VERSION, PLURAL = "lemon.ai", "v1alpha1", "lemonspecs"
@@ -66,13 +67,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 class Bench:
     def __init__(self, kubeconfig: Path) -> None:
-        from kubernetes import client, config
-
-        config.load_kube_config(config_file=str(kubeconfig))
-        configuration = client.Configuration.get_default_copy()
-        configuration.connection_pool_maxsize = 32
-        self.api = client.ApiClient(configuration)
-        self.custom = client.CustomObjectsApi(self.api)
+        self.custom = custom_objects(kubeconfig)
 
     def create(self, name: str) -> str:
         body = {

@@ -6,9 +6,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["follow"]
+__all__ = ["custom_objects", "follow"]
+
+
+def custom_objects(kubeconfig: Path, *, pool: int = 32) -> Any:
+    """A ``kubernetes.client.CustomObjectsApi`` for ``kubeconfig``, ``pool`` connections wide."""
+    from kubernetes import client, config
+
+    config.load_kube_config(config_file=str(kubeconfig))
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = pool
+    return client.CustomObjectsApi(client.ApiClient(configuration))
 
 
 def follow(
