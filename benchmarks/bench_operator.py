@@ -43,7 +43,9 @@ from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  
 from tests.k8s.watching import custom_objects  # noqa: E402
 from tests.k8s.watching import follow as follow_kind  # noqa: E402
 
-GROUP, VERSION, PLURAL = "lemon.ai", "v1alpha1", "lemonspecs"
+from lemon.resources.crds import GROUP, PLURALS, VERSION  # noqa: E402
+
+PLURAL = PLURALS["LemonSpec"]
 NAMESPACE = "bench"
 SPEC = {
     "agents": [

@@ -10,16 +10,16 @@ from typing import Any
 
 import yaml
 
-from lemon.resources import TierSpec
-from lemon.resources.policy import PolicyServing, PolicyVersionEntry
-from lemon.resources.training import (
+from lemon.learning.training_config import TrainingConfig
+from lemon.resources import API_VERSION, TierSpec
+from lemon.resources.lemon_policy import PolicyServing, PolicyVersionEntry
+from lemon.resources.lemon_training import (
     CONFIG_PATH,
     DATA_MOUNT,
     OUTPUT_MOUNT,
     TrainingSpec,
 )
 from lemon.spec import Capacity
-from lemon.training.config import TrainingConfig
 
 __all__ = [
     "CONFIG_KEY",
@@ -134,7 +134,7 @@ def _predictor(model_source: str, *, served_as: str, serving: TierSpec | PolicyS
 
 def _owner(kind: str, name: str, uid: str) -> dict[str, Any]:
     return {
-        "apiVersion": "lemon.ai/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": kind,
         "name": name,
         "uid": uid,
@@ -342,7 +342,7 @@ def build_spec_run(
     keeps what this generation said, whatever later edits do), owned by the spec."""
     inline = {key: body[key] for key in ("agents", "output") if body.get(key) is not None}
     return {
-        "apiVersion": "lemon.ai/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "LemonRun",
         "metadata": {
             "name": spec_run_name(spec, generation),

@@ -25,7 +25,7 @@ from lemon.resources.lemon_run import (
     tier_endpoint,
 )
 from lemon.spec import Capacity, SpecError, parse_spec
-from lemon_operator import manifests, specs
+from lemon_operator import locking, manifests, specs
 from lemon_operator.run_results import PolicyTarget, RunOrder
 
 __all__ = ["Ready", "Refused", "Waiting", "plan_run", "profile_tiers", "referenced"]
@@ -79,10 +79,6 @@ def _origin(namespace: str, name: str, metadata: Body) -> str:
     return f"LemonRun {namespace}/{name} (inline spec)"
 
 
-def _live(found: Body | None) -> bool:
-    return found is not None and not (found.get("metadata") or {}).get("deletionTimestamp")
-
-
 def plan_run(
     body: Body, *, source: Body | None, profile_of: Callable[[str], Body | None]
 ) -> Ready | Waiting | Refused:
@@ -110,7 +106,7 @@ def plan_run(
             return Refused("SpecInvalid", f"the inline spec is invalid: {messages}")
     elif run.spec_ref is not None:
         ref = run.spec_ref.name
-        if source is None or not _live(source):
+        if not locking.live(source):
             return Waiting("SpecNotFound", f"no LemonSpec {ref} in {namespace}")
         generation = source["metadata"].get("generation", 1)
         origin = f"LemonSpec {namespace}/{ref} (generation {generation})"
@@ -123,7 +119,7 @@ def plan_run(
     else:
         assert run.policy_ref is not None  # exactly one source: LemonRunSpec checked it
         ref = run.policy_ref.name
-        if source is None or not _live(source):
+        if not locking.live(source):
             return Waiting("PolicyNotFound", f"no LemonPolicy {ref} in {namespace}")
         served = source.get("status") or {}
         if not served.get("ready") or not served.get("url") or not served.get("servedVersion"):
@@ -157,7 +153,7 @@ def profile_tiers(
 ) -> tuple[list[tuple[str, str, str]], dict[str, float]] | Waiting:
     """(tier, URL, model) of each tier needed (all the profile's for a policy, which may write
     any team), from the profile's status once every one is ready; and each tier's price."""
-    if found is None or not _live(found):
+    if not locking.live(found):
         return Waiting("ProfileNotFound", f"no LemonCapacityProfile {profile}", False)
     try:
         available = CapacityProfileSpec.model_validate(found.get("spec") or {}).tiers()

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lemon.events import TraceTruncated, encode_event
 from lemon.resources import Condition
 from lemon.resources.lemon_run import (
     MAX_ANSWER_CHARS,
@@ -294,5 +295,5 @@ def trace_text(lines: Sequence[str]) -> str:
     text = "".join(line + "\n" for line in lines)
     if len(text.encode()) <= MAX_TRACE_BYTES:
         return text
-    note = {"event": "trace_truncated", "left_out": len(lines), "limit_bytes": MAX_TRACE_BYTES}
-    return json.dumps(note) + "\n"
+    note = TraceTruncated(left_out=len(lines), limit_bytes=MAX_TRACE_BYTES)
+    return json.dumps(encode_event(note)) + "\n"

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from lemon.backends.base import Backend, BackendError, Generation, GenerationRequest
 from lemon.backends.openai import OpenAIBackend
+from lemon.capacity import CapacityProfile, TierBackend
 from lemon.policy.inference import LearnedPolicy, SpecPolicy
-from lemon.profiles import CapacityProfile, TierBackend
 from lemon.spec.models import Capacity
-from lemon_service.errors import BadRequest
+from lemon_service.status_codes import BadRequest
 
 __all__ = [
     "Endpoint",

@@ -19,17 +19,17 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from lemon.engine.results import AgentStatus, RunResult, RunStatus
-from lemon.engine.trace import TraceWriter
+from lemon.events import Event, TraceTruncated, TraceWriter, encode_event
+from lemon.orchestration import TaskRun
 from lemon.spec.models import Capacity
 from lemon_service.endpoints import Endpoint, EndpointPool, run_policy
 from lemon_service.engine import Engine, RunRequest, Ticket
-from lemon_service.errors import LimitExceeded, RunConflict, RunNotFound, status_for
+from lemon_service.status_codes import LimitExceeded, RunConflict, RunNotFound, status_for
 
 __all__ = [
     "DEFAULT_TRACE_BYTES",
@@ -80,7 +80,7 @@ class RunRecord:
     fingerprint: bytes
     accepted: float = field(default_factory=time.monotonic)
     phase: RunPhase = RunPhase.QUEUED
-    result: RunResult | None = None
+    result: TaskRun | None = None
     error: str = ""
     trace: TraceWriter = field(default_factory=TraceWriter)
     finished: float | None = None
@@ -105,13 +105,13 @@ def _failure(result: RunResult) -> str:
     return result.error or "the run failed"
 
 
-def bounded_trace(events: list[dict[str, Any]], *, max_bytes: int) -> list[str]:
+def bounded_trace(events: Sequence[Event], *, max_bytes: int) -> list[str]:
     """The trace as JSONL lines within ``max_bytes``: agents' outputs cut to 2,000 characters,
     and when that is not enough, the first events that fit, the last one (``run_finish``) and a
     ``trace_truncated`` line saying how many were left out."""
 
-    def line(event: dict[str, Any]) -> str:
-        cut = dict(event)
+    def line(event: Event) -> str:
+        cut = encode_event(event)
         for key in ("output", "answer", "task", "completion"):
             value = cut.get(key)
             if isinstance(value, str) and len(value) > _OUTPUT_CHARS:
@@ -132,8 +132,8 @@ def bounded_trace(events: list[dict[str, Any]], *, max_bytes: int) -> list[str]:
         kept.append(text)
         budget -= cost
     left_out = len(lines) - len(kept) - len(tail)
-    note = json.dumps({"event": "trace_truncated", "left_out": left_out, "limit_bytes": max_bytes})
-    return [*kept, note, *tail]
+    truncated = TraceTruncated(left_out=left_out, limit_bytes=max_bytes, t=events[-1].t)
+    return [*kept, json.dumps(encode_event(truncated)), *tail]
 
 
 class RunStore:
@@ -188,7 +188,7 @@ class RunStore:
             record.finish(RunPhase.FAILED, error=f"{code.name}: {message}")
         log.info("run %s (%s): %s %s", record.run_id, record.source, record.phase, record.error)
 
-    async def _run(self, record: RunRecord, submission: Submission) -> RunResult:
+    async def _run(self, record: RunRecord, submission: Submission) -> TaskRun:
         deadline = self.engine.budget(None)
         if submission.deadline_s > 0:
             deadline = min(deadline, submission.deadline_s)

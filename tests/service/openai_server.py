@@ -3,9 +3,10 @@ subprocess by the service tests: ``python -m tests.service.openai_server --port 
 --log FILE``.
 
 It answers ``/v1/chat/completions`` (and ``/openai/v1/chat/completions``, KServe's path) after
-``--latency`` seconds with ``--answer`` and appends one line per event
-to ``--log`` (``start N``, ``answered N``, ``disconnected N``): the tests read it to see that a
-cancelled gRPC call really drops the server's in-flight HTTP calls and starts no new ones.
+``--latency`` seconds with ``--answer`` and appends one line per event to ``--log`` (``start N``,
+``answered N``, ``disconnected N``, and ``traceparent VALUE N`` when the call carried one): the
+tests read it to see that a cancelled gRPC call really drops the server's in-flight HTTP calls
+and starts no new ones, and that traces reach the tier.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def make_app(*, latency: float, log: Path, answer: str) -> Any:
         counter += 1
         number = counter
         note("start", number)
+        headers = dict(scope.get("headers") or [])
+        if b"traceparent" in headers:  # sent only with tracing on
+            note(f"traceparent {headers[b'traceparent'].decode()}", number)
         request = json.loads(body)
         sleep = asyncio.ensure_future(asyncio.sleep(latency))
         gone = asyncio.ensure_future(receive())  # completes with http.disconnect if dropped

@@ -13,6 +13,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from lemon.events import (
+    AgentFinished,
+    Event,
+    RunFinished,
+    TraceTruncated,
+    decode_event,
+    render_table,
+)
 from lemon.resources import TierStatus, crd
 from lemon.resources.lemon_run import (
     LemonRunSpec,
@@ -379,19 +387,27 @@ def test_trace_text_is_bounded() -> None:
     lines = [json.dumps({"event": "agent_finish", "output": "x" * 1000})] * 10
     assert trace_text(lines).count("\n") == 10
     huge = [json.dumps({"event": "e", "output": "x" * 1000})] * (MAX_TRACE_BYTES // 1000 + 10)
-    assert json.loads(trace_text(huge))["event"] == "trace_truncated"
+    assert isinstance(decode_event(json.loads(trace_text(huge))), TraceTruncated)
 
 
 def test_the_service_bounds_a_trace_keeping_its_end() -> None:
-    events = [{"event": "agent_finish", "agent": f"a{i}", "output": "y" * 5000} for i in range(50)]
-    events.append({"event": "run_finish", "status": "succeeded"})
-    lines = bounded_trace(events, max_bytes=20_000)
+    trace: list[Event] = [
+        AgentFinished(agent=f"a{i}", status="succeeded", output="y" * 5000, t=i) for i in range(50)
+    ]
+    trace.append(RunFinished(status="succeeded", t=50.0))
+    lines = bounded_trace(trace, max_bytes=20_000)
     assert sum(len(line.encode()) + 1 for line in lines) <= 20_000
-    assert json.loads(lines[-1])["event"] == "run_finish"
-    note = json.loads(lines[-2])
-    assert note["event"] == "trace_truncated"
-    assert note["left_out"] == 51 - (len(lines) - 1)
+    decoded = [decode_event(json.loads(line)) for line in lines]  # the one decoder reads it back
+    assert isinstance(decoded[-1], RunFinished)
+    note = decoded[-2]
+    assert isinstance(note, TraceTruncated)
+    assert (note.left_out, note.limit_bytes) == (51 - (len(lines) - 1), 20_000)
     assert all(len(json.loads(line).get("output", "")) < 2100 for line in lines)
+    assert "events left out of this trace" in render_table(decoded)
+    short = bounded_trace(trace[-3:], max_bytes=20_000)  # fits: outputs cut, nothing left out
+    assert [type(decode_event(json.loads(line))) for line in short] == [
+        AgentFinished, AgentFinished, RunFinished,
+    ]  # fmt: skip
 
 
 # ── manifests and settings ────────────────────────────────────────────────────────────────

@@ -3,6 +3,7 @@
 This is the one module that talks to OpenAI-compatible endpoints. Token usage comes from the
 response's ``usage``. Errors are classified for the executor's retry policy: 429, 5xx,
 connection resets and timeouts are transient; other 4xx and malformed responses are not.
+With tracing on, each request carries the W3C ``traceparent`` of its call's span.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Literal
 import httpx
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
+from lemon.telemetry import trace_headers
 
 __all__ = ["OpenAIBackend"]
 
@@ -85,7 +87,8 @@ class OpenAIBackend:
     async def generate(self, request: GenerationRequest) -> Generation:
         path, payload = self._payload(request)
         try:
-            response = await self._client.post(path, json=payload)
+            # the current span (this call's, when tracing is on) continues on the server
+            response = await self._client.post(path, json=payload, headers=trace_headers())
         except httpx.TimeoutException as exc:
             raise BackendError(
                 f"timeout calling {self.base_url}{path}: {exc!r}", transient=True
