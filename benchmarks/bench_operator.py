@@ -42,6 +42,8 @@ if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tes
     sys.path.insert(0, str(ROOT))
 
 from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
+from tests.k8s.watching import custom_objects  # noqa: E402
+from tests.k8s.watching import follow as follow_kind  # noqa: E402
 
 from lemon.resources.crds import GROUP, PLURALS, VERSION  # noqa: E402
 
@@ -69,13 +71,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 class Bench:
     def __init__(self, kubeconfig: Path) -> None:
-        from kubernetes import client, config
-
-        config.load_kube_config(config_file=str(kubeconfig))
-        configuration = client.Configuration.get_default_copy()
-        configuration.connection_pool_maxsize = 32
-        self.api = client.ApiClient(configuration)
-        self.custom = client.CustomObjectsApi(self.api)
+        self.custom = custom_objects(kubeconfig)
 
     def create(self, name: str) -> str:
         body = {
@@ -125,24 +121,10 @@ class Bench:
                 ready.setdefault(name, now)
 
         def follow() -> None:
-            from kubernetes import watch
-
-            deadline = time.monotonic() + 600
-            while len(ready) < count and time.monotonic() < deadline:
-                # A watch may end early (the server closes it); re-list, then watch again.
-                listed = self.custom.list_namespaced_custom_object(
-                    GROUP, VERSION, NAMESPACE, PLURAL
-                )
-                for obj in listed["items"]:
-                    seen(obj)
-                stream = watch.Watch().stream(
-                    self.custom.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
-                    resource_version=listed["metadata"]["resourceVersion"], timeout_seconds=60,
-                )  # fmt: skip
-                for event in stream:
-                    seen(event["object"])
-                    if len(ready) == count:
-                        break
+            follow_kind(
+                self.custom, group=GROUP, version=VERSION, namespace=NAMESPACE, plural=PLURAL,
+                seen=seen, done=lambda: len(ready) == count,
+            )  # fmt: skip
             done.set()
 
         started = time.perf_counter()

@@ -27,6 +27,7 @@ __all__ = [
     "POLICIES",
     "PROFILES",
     "PYTORCHJOBS",
+    "RUNS",
     "SPECS",
     "TRAININGS",
     "Body",
@@ -59,6 +60,7 @@ SPECS = _lemon("LemonSpec")
 PROFILES = _lemon("LemonCapacityProfile")
 TRAININGS = _lemon("LemonTraining")
 POLICIES = _lemon("LemonPolicy")
+RUNS = _lemon("LemonRun")
 ISVC = Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 

@@ -12,16 +12,17 @@ import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 from lemon_operator import kube
 
 __all__ = ["latest", "live"]
 
+B = TypeVar("B", bound=Mapping[str, Any])
 _locks: defaultdict[tuple[str, str, str], threading.Lock] = defaultdict(threading.Lock)
 
 
-def live(body: Mapping[str, Any] | None) -> bool:
+def live(body: B | None) -> TypeGuard[B]:
     """True when the object exists and is not being deleted."""
     return body is not None and not body.get("metadata", {}).get("deletionTimestamp")
 

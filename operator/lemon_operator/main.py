@@ -1,6 +1,7 @@
 """The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
 typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.capacity_profiles`,
-:mod:`~lemon_operator.trainings` or :mod:`~lemon_operator.policies`.
+:mod:`~lemon_operator.trainings`, :mod:`~lemon_operator.policies` or
+:mod:`~lemon_operator.runs`.
 
 Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
 """
@@ -8,6 +9,8 @@ Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
 import logging
 import os
 from typing import Any
@@ -21,7 +24,9 @@ from lemon_operator import (
     kube,
     manifests,
     metrics,
+    orchestration,
     policies,
+    runs,
     specs,
     statuses,
     trainings,
@@ -41,16 +46,28 @@ ISVC = _watched(kube.ISVC)
 TRAINING = _watched(kube.TRAININGS)
 POLICY = _watched(kube.POLICIES)
 PYTORCHJOB = _watched(kube.PYTORCHJOBS)
+RUN = _watched(kube.RUNS)
 MANAGED = {"app.kubernetes.io/managed-by": manifests.MANAGED_BY}
 BACKOFF = 2.0
 
 _clients: list[kube.Client] = []
+_services: list[orchestration.Orchestrator] = []
 
 
 def _client() -> kube.Client:
     if not _clients:
         _clients.append(kube.connect())
     return _clients[0]
+
+
+def _service() -> orchestration.Orchestrator | None:
+    """The orchestration service's client (None: LEMON_SERVICE_TARGET is not set)."""
+    if not _services:
+        settings = orchestration.ServiceSettings.from_env()
+        if settings is None:
+            return None
+        _services.append(orchestration.Orchestrator(settings))
+    return _services[0]
 
 
 def _named(namespace: str | None, name: str | None) -> tuple[str, str]:
@@ -73,6 +90,16 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     if port is not None:
         logging.getLogger(__name__).info("metrics at http://0.0.0.0:%d/metrics", port)
     _client()
+    service = _service()
+    logging.getLogger(__name__).info(
+        "LemonRuns go to %s", service.target if service else "no service (LEMON_SERVICE_TARGET)"
+    )
+
+
+@kopf.on.cleanup()
+async def close_service(**_: Any) -> None:
+    if _services:
+        await _services.pop().aclose()
 
 
 @kopf.on.resume(*SPEC, backoff=BACKOFF)
@@ -211,6 +238,64 @@ def _inference_service_changed(
     capacity_profiles.refresh_profile(_client(), namespace=namespace, name=profile)
     specs.reconcile_specs_of_profile(
         _client(), namespace=namespace, profile=profile, changed=changed
+    )
+
+
+@kopf.index(*PROFILE)
+def profile_index(
+    namespace: str | None, name: str | None, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Capacity profiles in memory, kept current by kopf's watch: runs read their tiers here."""
+    return {(str(namespace), str(name)): copy.deepcopy(dict(body))}
+
+
+@kopf.daemon(*RUN, backoff=BACKOFF, cancellation_timeout=10.0)
+async def run_daemon(
+    *,
+    namespace: str | None,
+    name: str,
+    uid: str,
+    body: kopf.Body,
+    stopped: kopf.DaemonStopped,
+    profile_index: kopf.Index[tuple[str, str], dict[str, Any]] | None = None,
+    **_: Any,
+) -> None:
+    """A run's life (:mod:`lemon_operator.runs`); then it waits, so that deleting the run (which
+    stops it, behind the finalizer) can cancel it on the service and delete its trace."""
+    namespace, name = _named(namespace, name)
+    assert profile_index is not None  # kopf passes every index to every handler
+    try:
+        # a shallow copy: kopf replaces, never edits, what the body holds (and a run's spec is
+        # immutable)
+        await _drive_run(namespace=namespace, body=dict(body), profile_index=profile_index)
+        await asyncio.Future()  # until kopf stops the daemon
+    except asyncio.CancelledError:
+        reason = stopped.reason
+        if reason is not None and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
+            status = dict(body.get("status") or {})
+            await _run_deleted(namespace=namespace, name=name, uid=str(uid), status=status)
+        raise
+
+
+@metrics.reconciled("LemonRun")
+async def _drive_run(
+    *,
+    namespace: str,
+    body: dict[str, Any],
+    profile_index: kopf.Index[tuple[str, str], dict[str, Any]],
+) -> None:
+    """The daemon's work on a run, from start to end (its TTL included); not its wait after."""
+
+    def profile_of(profile: str) -> dict[str, Any] | None:
+        return next(iter(profile_index.get((namespace, profile), [])), None)
+
+    await runs.drive_run(_client(), _service(), body=body, profile_of=profile_of)
+
+
+@metrics.reconciled("LemonRun")
+async def _run_deleted(*, namespace: str, name: str, uid: str, status: dict[str, Any]) -> None:
+    await runs.delete_run(
+        _client(), _service(), namespace=namespace, name=name, uid=uid, status=status
     )
 
 

@@ -3,7 +3,9 @@
 
 - ``lemon_operator_reconciles_total{kind, outcome}``: handler runs by the kind that triggered
   them (``LemonSpec``, ``LemonCapacityProfile``, ``LemonTraining``, ``LemonPolicy``,
-  ``PyTorchJob``, ``InferenceService``) and outcome (``succeeded``, ``failed``: kopf retries it);
+  ``LemonRun``, ``PyTorchJob``, ``InferenceService``) and outcome (``succeeded``, ``failed``:
+  kopf retries it; ``cancelled``: an async handler stopped, e.g. a LemonRun deleted mid-run or
+  the operator stopping);
 - ``lemon_operator_reconcile_seconds{kind}``: their latency (histogram);
 - ``lemon_operator_specs{namespace, condition, status}``: LemonSpecs by condition
   (``Validated``, ``TiersReady``, ``Ready``) and its status (``True``, ``False``, ``Unknown``),
@@ -17,14 +19,16 @@ The gauges come from the watch events kopf already receives: no extra call to th
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -49,6 +53,7 @@ ReconciledKind = Literal[
     "LemonCapacityProfile",
     "LemonTraining",
     "LemonPolicy",
+    "LemonRun",
     "PyTorchJob",
     "InferenceService",
 ]
@@ -120,22 +125,36 @@ REGISTRY.register(_WATCHED)
 
 @contextmanager
 def reconciling(kind: ReconciledKind) -> Iterator[None]:
-    """Count and time one reconcile; an exception (kopf retries it) counts as ``failed``."""
+    """Count and time one reconcile; an exception (kopf retries it) counts as ``failed``, a
+    cancelled coroutine as ``cancelled``."""
     started = time.perf_counter()
     outcome = "failed"
     try:
         yield
         outcome = "succeeded"
+    except asyncio.CancelledError:
+        outcome = "cancelled"
+        raise
     finally:
         _RECONCILES.labels(kind, outcome).inc()
         _LATENCY.labels(kind).observe(time.perf_counter() - started)
 
 
 def reconciled(kind: ReconciledKind) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """:func:`reconciling` around every run of the decorated handler (its name and signature
-    kept, so kopf's handler ids do not change)."""
+    """:func:`reconciling` around every run of the decorated handler, sync or async (its name
+    and signature kept, so kopf's handler ids do not change)."""
 
     def decorate(handler: Callable[P, R]) -> Callable[P, R]:
+        if inspect.iscoroutinefunction(handler):
+            coroutine = cast(Callable[P, Awaitable[Any]], handler)
+
+            @wraps(handler)
+            async def observed_async(*args: P.args, **kwargs: P.kwargs) -> Any:
+                with reconciling(kind):
+                    return await coroutine(*args, **kwargs)
+
+            return cast(Callable[P, R], observed_async)
+
         @wraps(handler)
         def observed(*args: P.args, **kwargs: P.kwargs) -> R:
             with reconciling(kind):

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from lemon.resources import API_VERSION, CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
+from lemon.resources.status import SpecRunStatus
 from lemon.spec import Capacity, SpecError, compile_spec, parse_spec
 from lemon.spec.models import Agent, LemonSpecBody
 from lemon_operator import capacity_profiles, kube, locking, manifests, statuses
@@ -152,6 +153,17 @@ def _reconcile(
         order=list(dag.order),
         levels=[list(level) for level in dag.levels],
         tiers=tiers or None,
+        run=_task_run(
+            client,
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            generation=generation,
+            spec=spec,
+            profile=body.profile or DEFAULT_PROFILE,
+        )
+        if body.task or status.get("run")
+        else None,
     )
     _record(client, ref, status=status, new=new, conditions=[validated, tiers_ready, ready])
 
@@ -206,6 +218,66 @@ def _tiers(
     return tiers, tiers_condition(True, "TiersReady", "every tier the agents use is ready")
 
 
+def _task_run(
+    client: kube.Client,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    generation: int,
+    spec: Mapping[str, Any],
+    profile: str,
+) -> SpecRunStatus | None:
+    """The LemonRun of the spec's task for this generation, created if missing; runs of
+    earlier generations (or of a task since removed) are deleted."""
+    task = spec.get("task")
+    wanted = manifests.spec_run_name(name, generation) if task else None
+    labels = f"{manifests.SPEC_LABEL}={name}"
+    current = None
+    for item in client.list(kube.RUNS, namespace=namespace, labels=labels):
+        if not _owned_by(item, uid):
+            continue
+        if item["metadata"]["name"] == wanted:
+            current = item
+        else:
+            client.delete(kube.RUNS, namespace=namespace, name=item["metadata"]["name"])
+    if wanted is None or not isinstance(task, str):
+        return None
+    if current is None:
+        manifest = manifests.build_spec_run(
+            name,
+            namespace=namespace,
+            uid=uid,
+            generation=generation,
+            task=task,
+            body=spec,
+            profile=profile,
+        )
+        if client.create(kube.RUNS, body=manifest):
+            log.info("%s/%s: created LemonRun %s for its task", namespace, name, wanted)
+        current = client.get(kube.RUNS, namespace=namespace, name=wanted)
+        if not _owned_by(current, uid):
+            log.warning("%s/%s: LemonRun %s exists and is not this spec's", namespace, name, wanted)
+            return SpecRunStatus(name=wanted, phase="NameTaken")
+    status = (current or {}).get("status") or {}
+    tokens = (status.get("tokens") or {}).get("total")
+    return SpecRunStatus(
+        name=wanted, phase=status.get("phase"), answer=status.get("answer"), tokens=tokens
+    )
+
+
+def _owned_by(body: Mapping[str, Any] | None, uid: str) -> bool:
+    refs = ((body or {}).get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == uid for ref in refs)
+
+
+def _stored(value: Any) -> Any:
+    """What the API server keeps of a merge-patched value (an object's None fields removed)."""
+    if isinstance(value, dict):
+        return {key: item for key, item in value.items() if item is not None}
+    return value
+
+
 def _record(
     client: kube.Client,
     ref: kube.ObjectRef,
@@ -216,9 +288,11 @@ def _record(
 ) -> None:
     body = new.model_dump(by_alias=True, mode="json", exclude_none=True)
     body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], conditions)
-    for key in ("output", "order", "levels", "errors", "tiers"):
+    for key in ("output", "order", "levels", "errors", "tiers", "run"):
         body.setdefault(key, None)  # clear what an earlier reconcile wrote
-    if all(status.get(key) == value for key, value in body.items()):
+    if new.run is not None:  # every field, None too: the merge patch clears an earlier run's
+        body["run"] = new.run.model_dump(by_alias=True, mode="json")
+    if all(status.get(key) == _stored(value) for key, value in body.items()):
         return
     client.patch_status(kube.SPECS, namespace=ref.namespace, name=ref.name, status=body)
     _announce(client, ref, before=status.get("conditions") or [], after=body["conditions"])

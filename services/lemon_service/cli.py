@@ -68,6 +68,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 max_run_s=args.max_run_s,
                 max_tokens=args.max_tokens,
                 max_attempts=args.max_attempts,
+                run_retention_s=args.run_retention_s,
+                max_runs=args.max_runs,
             ),
         )
         logging.basicConfig(
@@ -127,6 +129,13 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--max-run-s", type=float, default=d.max_run_s, help="a run's budget")
     p.add_argument("--max-tokens", type=int, default=d.max_tokens, help="per agent")
     p.add_argument("--max-attempts", type=int, default=d.max_attempts, help="per model call")
+    p.add_argument(
+        "--run-retention-s",
+        type=float,
+        default=d.run_retention_s,
+        help="how long a finished SubmitRun run stays readable (GetRun)",
+    )
+    p.add_argument("--max-runs", type=int, default=d.max_runs, help="runs held by id")
     add_policy_options(p)  # the same --policy flags as lemon run: who writes Orchestrate's specs
     p.set_defaults(handler=cmd_serve)
 

@@ -23,7 +23,7 @@ from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
 from lemon_service.settings import Limits
 from lemon_service.status_codes import BadRequest, LimitExceeded, RunDeadline
 
-__all__ = ["Admission", "Engine", "EngineStats", "RunRequest"]
+__all__ = ["Admission", "Engine", "EngineStats", "RunRequest", "Ticket"]
 
 DEADLINE_MARGIN_S = 0.05
 """The run ends this much before the call's deadline, so the server still answers with why."""
@@ -41,23 +41,52 @@ class Admission:
         self.running = 0
         self.refused = 0
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    def admit(self) -> Ticket:
+        """Count a run in now (or refuse it); it executes once its ticket is entered."""
         if self.admitted >= self._capacity:
             self.refused += 1
             raise LimitExceeded(
                 f"server busy: {self.admitted} runs in flight (limit {self._capacity}); retry later"
             )
         self.admitted += 1
+        return Ticket(self)
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with self.admit():
+            yield
+
+
+class Ticket:
+    """An admitted run: entering waits for a slot; leaving (or :meth:`close`, for a run that
+    never started) frees its place."""
+
+    def __init__(self, admission: Admission) -> None:
+        self._admission = admission
+        self._held = False
+        self._closed = False
+
+    async def __aenter__(self) -> Ticket:
         try:
-            async with self._slots:
-                self.running += 1
-                try:
-                    yield
-                finally:
-                    self.running -= 1
-        finally:
-            self.admitted -= 1
+            await self._admission._slots.acquire()
+        except BaseException:
+            self.close()
+            raise
+        self._held = True
+        self._admission.running += 1
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._held:
+            self._admission._slots.release()
+            self._admission.running -= 1
+            self._held = False
+        if not self._closed:
+            self._admission.admitted -= 1
+            self._closed = True
 
 
 class EngineStats:
@@ -149,23 +178,37 @@ class Engine:
 
     async def run(self, request: RunRequest, *, deadline_s: float, trace: TraceWriter) -> TaskRun:
         """One run, once admitted. Cancelling the awaiting task cancels the DAG's agents."""
+        async with self.admission.slot():
+            return await self.execute(request, deadline_s=deadline_s, trace=trace)
+
+    async def execute(
+        self,
+        request: RunRequest,
+        *,
+        deadline_s: float,
+        trace: TraceWriter,
+        profile: CapacityProfile | None = None,
+        backends: Mapping[Capacity, Backend] | None = None,
+        policy: SpecPolicy | None = None,
+    ) -> TaskRun:
+        """One run, admission already settled; ``profile`` with ``backends`` and ``policy``
+        replace the server's own for this run (a LemonRun's tiers and policy)."""
         options = ExecutionOptions(
             decoding=Decoding(max_tokens=request.max_tokens, seed=request.seed),
             deadline_s=deadline_s,
             max_attempts=self.limits.max_attempts,
         )
-        async with self.admission.slot():
-            result = await run_task(
-                request.task,
-                profile=self.profile,
-                parsed=request.parsed,
-                roles=self.roles,
-                options=options,
-                trace=trace,
-                backends=self.backends,
-                template_variant=request.template,
-                policy=self.policy,
-            )
+        result = await run_task(
+            request.task,
+            profile=profile or self.profile,
+            parsed=request.parsed,
+            roles=self.roles,
+            options=options,
+            trace=trace,
+            backends=backends or self.backends,
+            template_variant=request.template,
+            policy=policy or self.policy,
+        )
         self.stats.record(result)
         return result
 

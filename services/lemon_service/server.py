@@ -20,10 +20,12 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from lemon import telemetry
 from lemon.orchestration import profile_note
 from lemon.policy.inference import SpecPolicy
-from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
+from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
+from lemon_service.endpoints import EndpointPool
 from lemon_service.engine import Engine
 from lemon_service.metrics import ObservingInterceptor, ServiceMetrics
+from lemon_service.runs import RunStore
 from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
 from lemon_service.settings import ServerConfig, SettingsError
 
@@ -79,7 +81,14 @@ class Server:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        servicer = OrchestratorServicer(self.engine)
+        self.pool = EndpointPool()
+        self.runs = RunStore(
+            self.engine,
+            pool=self.pool,
+            retention_s=limits.run_retention_s,
+            max_runs=limits.max_runs,
+        )
+        servicer = OrchestratorServicer(self.engine, runs=self.runs)
         pb_grpc.add_OrchestratorServicer_to_server(servicer, self.grpc)  # type: ignore[no-untyped-call]
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
@@ -119,6 +128,8 @@ class Server:
         """Stop taking calls (health says NOT_SERVING), let running ones finish, close backends."""
         await self.health.enter_graceful_shutdown()
         await self.grpc.stop(GRACE_S)
+        await self.runs.aclose()
+        await self.pool.aclose()
         await self.engine.aclose()
         self.metrics.stop()
         telemetry.shutdown()  # exports the spans still buffered

@@ -20,10 +20,11 @@ from lemon import events
 from lemon.events import TraceWriter
 from lemon.orchestration import TaskRun
 from lemon.spec.issues import SpecError
+from lemon_api.v1 import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 from lemon_service import convert
-from lemon_service._proto import orchestrator_pb2 as pb
-from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.engine import Engine, RunRequest
+from lemon_service.runs import RunStore
 from lemon_service.status_codes import run_failure, status_for
 
 __all__ = ["SERVICE_NAME", "OrchestratorServicer"]
@@ -47,18 +48,12 @@ def _request_id(given: str) -> str:
 
 
 class OrchestratorServicer(pb_grpc.OrchestratorServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, runs: RunStore) -> None:
         self.engine = engine
+        self.runs = runs
 
     def _run_request(self, task: str, options: pb.RunOptions, parsed: Any = None) -> RunRequest:
-        return RunRequest(
-            task,
-            limits=self.engine.limits,
-            parsed=parsed,
-            max_tokens=options.max_tokens,
-            seed=options.seed if options.HasField("seed") else None,
-            template=options.template,
-        )
+        return convert.run_request(self.engine, task, options, parsed)
 
     async def _finish(
         self, request: RunRequest, context: grpc.aio.ServicerContext[Any, Any], trace: TraceWriter
@@ -134,3 +129,34 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
             if run is not None and not run.done():
                 run.cancel()
                 await asyncio.gather(run, return_exceptions=True)
+
+    async def SubmitRun(
+        self, request: pb.SubmitRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RunState:
+        try:
+            record, created = self.runs.submit(convert.submission(request, engine=self.engine))
+            if request.wait_s > 0:
+                record = await self.runs.wait(record.run_id, wait_s=request.wait_s)
+        except Exception as exc:
+            await _abort(context, exc)
+        trace_bytes = request.max_trace_bytes if request.include_trace else None
+        return convert.run_state(record, created=created, trace_bytes=trace_bytes)
+
+    async def GetRun(
+        self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RunState:
+        try:
+            record = await self.runs.wait(request.run_id, wait_s=request.wait_s)
+        except Exception as exc:
+            await _abort(context, exc)
+        trace_bytes = request.max_trace_bytes if request.include_trace else None
+        return convert.run_state(record, trace_bytes=trace_bytes)
+
+    async def CancelRun(
+        self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RunState:
+        try:
+            record = await self.runs.cancel(request.run_id)
+        except Exception as exc:
+            await _abort(context, exc)
+        return convert.run_state(record)

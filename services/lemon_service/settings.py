@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lemon.capacity import CapacityProfile, TierBackend, resolve_profile
+from lemon.resources.lemon_run import tier_endpoint
 from lemon.resources.status import TierStatus
 from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity
@@ -46,6 +47,10 @@ class Limits(BaseModel):
     """Default completion tokens per agent; requests may ask for at most this many."""
     max_attempts: Annotated[int, Field(ge=1, le=16)] = 4
     """Engine attempts per model call (transient errors are retried with backoff)."""
+    run_retention_s: Annotated[float, Field(gt=0)] = 3600.0
+    """How long a finished SubmitRun run is kept for GetRun."""
+    max_runs: Annotated[int, Field(ge=1, le=1 << 20)] = 4096
+    """Runs held by id, finished ones included (the oldest finished go first)."""
 
 
 class TlsFiles(BaseModel):
@@ -115,9 +120,10 @@ def read_token(path: Path) -> str:
 def profile_from_status(path: Path) -> CapacityProfile:
     """A profile whose tiers are the OpenAI endpoints a ``LemonCapacityProfile``'s status lists.
 
-    KServe's huggingface runtime serves the OpenAI API under ``/openai/v1`` with the
-    InferenceService's name as the model name. A tier without an endpoint borrows the nearest
-    larger tier's (else the nearest smaller one's), and the description says so.
+    KServe's huggingface runtime serves the OpenAI API under ``/openai/v1``, the model under
+    the name the operator starts it with (the tier's: :func:`lemon.resources.lemon_run.
+    tier_endpoint`). A tier without an endpoint borrows the nearest larger tier's (else the
+    nearest smaller one's), and the description says so.
     """
     import yaml
 
@@ -147,13 +153,8 @@ def profile_from_status(path: Path) -> CapacityProfile:
         source = next(t for t in nearest if t in served)
         if source != tier:
             borrowed.append(f"{tier.value} uses {source.value}")
-        status_of = served[source]
-        backends[tier] = TierBackend(
-            type="openai",
-            url=f"{str(status_of.url).rstrip('/')}/openai/v1",
-            model=status_of.inference_service,
-            max_concurrency=64,
-        )
+        url, model = tier_endpoint(served[source]) or ("", "")
+        backends[tier] = TierBackend(type="openai", url=url, model=model, max_concurrency=64)
     note = f" ({'; '.join(borrowed)})" if borrowed else ""
     return CapacityProfile(
         name=name,

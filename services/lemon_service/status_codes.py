@@ -21,7 +21,9 @@ __all__ = [
     "STATUS_TABLE",
     "BadRequest",
     "LimitExceeded",
+    "RunConflict",
     "RunDeadline",
+    "RunNotFound",
     "ServiceError",
     "TierUnavailable",
     "run_failure",
@@ -49,6 +51,14 @@ class RunDeadline(ServiceError):
     """The call's deadline (or the server's run budget) passed; the agents were cancelled."""
 
 
+class RunNotFound(ServiceError):
+    """GetRun / CancelRun named a run id the server does not hold."""
+
+
+class RunConflict(ServiceError):
+    """SubmitRun reused a run id with a different request."""
+
+
 STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (SpecError, grpc.StatusCode.INVALID_ARGUMENT),
     (BadRequest, grpc.StatusCode.INVALID_ARGUMENT),
@@ -57,6 +67,8 @@ STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (BackendError, grpc.StatusCode.UNAVAILABLE),
     (RunDeadline, grpc.StatusCode.DEADLINE_EXCEEDED),
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (RunNotFound, grpc.StatusCode.NOT_FOUND),
+    (RunConflict, grpc.StatusCode.ALREADY_EXISTS),
 )
 """First match wins; anything else is INTERNAL (and logged by the server)."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ __all__ = [
     "RunFinished",
     "RunStarted",
     "SpecReady",
+    "TraceTruncated",
     "TraceWriter",
     "decode_event",
     "encode_event",
@@ -143,6 +145,17 @@ class RunFinished:
     t: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceTruncated:
+    """A trace bounded to ``limit_bytes`` (a served run's, a LemonRun's ConfigMap) left out
+    ``left_out`` events here."""
+
+    kind: ClassVar[str] = "trace_truncated"
+    left_out: int
+    limit_bytes: int
+    t: float = 0.0
+
+
 Event = (
     RunStarted
     | SpecReady
@@ -153,6 +166,7 @@ Event = (
     | AgentFailed
     | AgentFinished
     | RunFinished
+    | TraceTruncated
 )
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
@@ -166,6 +180,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AgentFailed,
         AgentFinished,
         RunFinished,
+        TraceTruncated,
     )
 }
 """Every event class by its ``kind`` (the ``event`` key of its JSON)."""
@@ -248,10 +263,11 @@ class TraceWriter:
 
 
 def read_trace(path: str | Path) -> list[Event]:
-    """Read a trace; a torn last line (a killed writer) is ignored, other bad lines raise
-    ``ValueError`` as ``PATH:LINE: ...``."""
+    """Read a trace (``-``: standard input); a torn last line (a killed writer) is ignored,
+    other bad lines raise ``ValueError`` as ``PATH:LINE: ...``."""
     events = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    text = sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")
+    lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -306,6 +322,9 @@ def render_table(events: list[Event]) -> str:
             f"{done.prompt_tokens if done else 0:>7} {done.completion_tokens if done else 0:>6} "
             f"{done.latency_s if done else 0.0:>7.2f}  {note}"
         )
+    left_out = sum(e.left_out for e in events if isinstance(e, TraceTruncated))
+    if left_out:
+        lines.append(f"({left_out} events left out of this trace)")
     finish = next((e for e in events if isinstance(e, RunFinished)), None)
     if finish is not None:
         lines.append(

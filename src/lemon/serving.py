@@ -2,9 +2,11 @@
 
 Built on FastAPI and uvicorn (no hand-written HTTP). Routes: ``GET /health``,
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` with ``usage``
-token counts. Concurrent requests share forward passes through the backend's batching. Like
-vLLM, a chat request whose last message is from the assistant with
-``continue_final_message: true`` continues that message, and the returned content excludes it.
+token counts, also under ``/openai/v1/`` as KServe's huggingface runtime serves them (so a
+tier URL taken from an InferenceService's status works against this server too). Concurrent
+requests share forward passes through the backend's batching. Like vLLM, a chat request whose
+last message is from the assistant with ``continue_final_message: true`` continues that
+message, and the returned content excludes it.
 Streaming is not supported (``stream: true`` gets a 400).
 """
 
@@ -75,6 +77,7 @@ def create_app(backend: LocalBackend, *, served_name: str) -> Any:
         return {"status": "ok", "model": served_name}
 
     @app.get("/v1/models")
+    @app.get("/openai/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": served_name, "object": "model"}]}
 
@@ -106,6 +109,7 @@ def create_app(backend: LocalBackend, *, served_name: str) -> Any:
         }
 
     @app.post("/v1/chat/completions")
+    @app.post("/openai/v1/chat/completions")
     async def chat(body: _ChatRequest) -> Any:
         if body.stream:
             return _error(400, "streaming is not supported", "invalid_request_error")
@@ -119,6 +123,7 @@ def create_app(backend: LocalBackend, *, served_name: str) -> Any:
         return await _run(request, "chat")
 
     @app.post("/v1/completions")
+    @app.post("/openai/v1/completions")
     async def completions(body: _CompletionRequest) -> Any:
         if body.stream:
             return _error(400, "streaming is not supported", "invalid_request_error")

@@ -383,6 +383,40 @@ def test_packaged_charts_carry_the_generated_files_not_their_sources(tmp_path: P
     assert crds == {path.name for path in (ROOT / "crds").glob("*.yaml")}
 
 
+def test_operator_knows_the_service_and_how_to_reach_it() -> None:
+    """LemonRuns go to this release's service (or ``operator.serviceTarget``), with the
+    service's bearer token and, under TLS, a CA and the operator's client certificate."""
+
+    def operator(objects: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, Any]]:
+        deployment = one(objects, "Deployment", "r-lemon-operator")
+        (container,) = _containers(deployment)
+        env = {item["name"]: item["value"] for item in container["env"]}
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        return env, volumes
+
+    env, volumes = operator(render(APP))
+    assert env["LEMON_SERVICE_TARGET"] == f"r-lemon-service.{NAMESPACE}.svc:50051"
+    assert not {"LEMON_SERVICE_TOKEN_FILE", "LEMON_SERVICE_TLS_CA"} & set(env)
+    assert set(volumes) == {"tmp"}
+
+    env, volumes = operator(render(APP, [VALUES[1]]))
+    assert env["LEMON_SERVICE_TARGET"] == f"r-lemon-service.{NAMESPACE}.svc:8443"
+    assert env["LEMON_SERVICE_TOKEN_FILE"] == "/var/run/lemon/token/token"
+    assert env["LEMON_SERVICE_TLS_CA"] == "/var/run/lemon/service-ca/ca.crt"
+    assert env["LEMON_SERVICE_TLS_CERT"] == "/var/run/lemon/client-tls/tls.crt"
+    assert env["LEMON_SERVICE_SERVER_NAME"] == "lemon-service.internal"
+    secrets = {name: v["secret"]["secretName"] for name, v in volumes.items() if "secret" in v}
+    assert secrets == {
+        "token": "lemon-token", "service-ca": "lemon-ca", "client-tls": "lemon-operator-tls",
+    }  # fmt: skip
+
+    alone = render(APP, [VALUES[2]])  # no service in this release, no target given
+    env, _ = operator(alone)
+    assert "LEMON_SERVICE_TARGET" not in env
+    elsewhere = render(APP, [VALUES[2]], sets=["operator.serviceTarget=lemon.other.svc:50051"])
+    assert operator(elsewhere)[0]["LEMON_SERVICE_TARGET"] == "lemon.other.svc:50051"
+
+
 def _env(container: dict[str, Any]) -> dict[str, str]:
     return {item["name"]: item.get("value", "") for item in container.get("env", [])}
 

@@ -151,9 +151,13 @@ def test_operator_role_is_the_generated_least_privilege_role(installed: Kubectl)
         ("create", "inferenceservices.serving.kserve.io", "--namespace=team-a"),
         ("create", "events", "--namespace=team-a"),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("create", "lemonruns.lemon.ai", "--namespace=team-a"),  # a LemonSpec's task
+        ("patch", "lemonruns.lemon.ai", "--subresource=status", "--all-namespaces"),
+        ("create", "configmaps", "--namespace=team-a"),  # a run's trace
     ]
     denied = [
         ("delete", "lemonspecs.lemon.ai", "--all-namespaces"),
+        ("update", "lemonruns.lemon.ai", "--all-namespaces"),
         ("get", "secrets", "--namespace=team-a"),
         ("create", "deployments.apps", f"--namespace={NAMESPACE}"),
         ("create", "customresourcedefinitions.apiextensions.k8s.io"),

@@ -25,6 +25,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.k8s.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, ensure_tools
 from tests.k8s.vendored_crds import INFERENCESERVICE_CRD, PYTORCHJOB_CRD
+from tests.service.conftest import ServeProcess
 
 BIN = Path(sys.executable).parent
 OPERATOR_USER = "lemon-operator"
@@ -135,7 +136,13 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
         "create", "clusterrolebinding", "lemon-operator",
         "--clusterrole=lemon-operator", f"--user={OPERATOR_USER}",
     )  # fmt: skip
-    plurals = ("lemonspecs", "lemoncapacityprofiles", "lemontrainings", "lemonpolicies")
+    plurals = (
+        "lemonspecs",
+        "lemoncapacityprofiles",
+        "lemontrainings",
+        "lemonpolicies",
+        "lemonruns",
+    )
     lemon = [f"{plural}.lemon.ai" for plural in plurals]
     kubectl.wait_established(*lemon, INFERENCESERVICES, PYTORCHJOBS)
     # Established comes before discovery and the OpenAPI document serve the new kinds.
@@ -155,11 +162,13 @@ def _free_port() -> int:
 
 
 class Operator:
-    """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user."""
+    """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user, handing
+    LemonRuns to the orchestration service at ``service`` (host:port)."""
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, *, service: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
+        self.service = service
         self.proc: subprocess.Popen[bytes] | None = None
         self.metrics_port = _free_port()
         """Where the operator serves its Prometheus metrics (``/metrics``)."""
@@ -171,6 +180,8 @@ class Operator:
             "PYTHONUNBUFFERED": "1",
             "LEMON_OPERATOR_METRICS_PORT": str(self.metrics_port),
         }
+        if self.service is not None:
+            env["LEMON_SERVICE_TARGET"] = self.service
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [str(BIN / "kopf"), "run", "-m", "lemon_operator.main", "--all-namespaces",
@@ -200,11 +211,30 @@ class Operator:
 
 
 @pytest.fixture(scope="session")
+def orchestration_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """``lemon serve`` as a real process: the service the operator hands LemonRuns to. Its own
+    profile is the scripted test double, which no LemonRun uses: runs bring their tiers."""
+    server = ServeProcess(
+        "--profile", "scripted", "--max-concurrency", "128", "--max-waiting", "128",
+        log_dir=tmp_path_factory.mktemp("orchestration"),
+    )  # fmt: skip
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def operator_process(
-    control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane,
+    kubectl: Kubectl,
+    orchestration_service: ServeProcess,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Operator]:
     kubeconfig = control_plane.kubeconfig_for(user=OPERATOR_USER)
-    operator = Operator(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    operator = Operator(
+        kubeconfig,
+        tmp_path_factory.mktemp("operator") / "operator.log",
+        service=orchestration_service.target,
+    )
     operator.start()
     yield operator
     operator.stop()

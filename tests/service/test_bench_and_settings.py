@@ -72,7 +72,7 @@ def test_cluster_profile_uses_the_tier_urls_from_the_status(tmp_path: Path) -> N
     assert (small.type, small.url, small.model) == (
         "openai",
         "http://gpu-pool-small.ns.svc/openai/v1",
-        "gpu-pool-small",
+        "small",  # the operator serves each tier's model under the tier's name
     )
     assert large.url == "http://gpu-pool-large.ns.svc/openai/v1"
     assert medium == large  # no endpoint yet: the nearest larger tier serves it

@@ -15,8 +15,8 @@ from typing import Any
 import grpc
 import pytest
 
-from lemon_service._proto import orchestrator_pb2 as pb
-from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
+from lemon_api.v1 import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.client import LemonClient
 from tests.service.conftest import (
     OpenAIServer,

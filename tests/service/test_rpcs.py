@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from lemon.spec import compile_spec, parse_spec
-from lemon_service._proto import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_service.client import ClientConfig, LemonClient, run_options
 from tests.conftest import ROOT
 from tests.service.conftest import ServeProcess, scripted_profile

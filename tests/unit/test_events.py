@@ -9,6 +9,7 @@ import pytest
 
 from lemon import events
 from lemon.events import TraceWriter, decode_event, encode_event, read_trace
+from tests.conftest import run_lemon
 
 SAMPLES: list[events.Event] = [
     events.RunStarted(task="t", output="b", profile="scripted", levels=(("a",), ("b",))),
@@ -20,6 +21,7 @@ SAMPLES: list[events.Event] = [
     events.AgentFailed(agent="a", attempt=4, error="503", transient=True),
     events.AgentFinished(agent="a", status="failed", attempts=4, error="503"),
     events.RunFinished(status="failed", tokens={"prompt": 1, "completion": 2, "total": 3}),
+    events.TraceTruncated(left_out=7, limit_bytes=262144),
 ]
 
 
@@ -60,3 +62,16 @@ def test_unknown_kinds_and_missing_fields_are_located(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"bad\.jsonl:2: unknown trace event"):
         read_trace(path)
     assert decode_event({"event": "spec_ready", "t": 1.5, "origin": "x", "new": 1}).t == 1.5
+
+
+def test_lemon_trace_reads_standard_input() -> None:
+    """``lemon trace -``: a LemonRun's trace piped from its ConfigMap, cut by the service."""
+    lines = [json.dumps(encode_event(event)) for event in SAMPLES[4:]]
+    result = run_lemon("trace", "-", stdin="\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[2].split()[:2] == ["a", "failed"]
+    assert "(7 events left out of this trace)" in result.stdout
+    assert "run failed: 3 tokens" in result.stdout
+    timeline = run_lemon("trace", "-", "--timeline", stdin="\n".join(lines) + "\n")
+    assert timeline.returncode == 0, timeline.stderr
+    assert timeline.stdout.startswith("a ")

@@ -161,6 +161,53 @@ def test_an_invalid_spec_reports_located_errors_once() -> None:
     assert [e.reason for e in client.events] == ["Invalid"]  # unchanged status: no new event
 
 
+def test_a_spec_task_runs_as_an_owned_lemonrun_per_generation() -> None:
+    client = FakeClient()
+    body = load("02-code-team.yaml")
+    body["spec"]["task"] = "Write is_prime(n)."
+    uid = client.put(kube.SPECS, body)["metadata"]["uid"]
+
+    def spec_status() -> dict[str, Any]:
+        specs.reconcile_spec(client, namespace=NS, name="code-team")
+        found = client.get(kube.SPECS, namespace=NS, name="code-team")
+        return dict((found or {}).get("status") or {})
+
+    assert spec_status()["run"] == {"name": "code-team-task-1"}
+    (run,) = client.all(kube.RUNS, namespace=NS)
+    assert run["metadata"]["name"] == "code-team-task-1"
+    assert [ref["uid"] for ref in run["metadata"]["ownerReferences"]] == [uid]
+    assert run["spec"]["task"] == "Write is_prime(n)."
+    assert [agent["name"] for agent in run["spec"]["spec"]["agents"]] == ["coder", "tests",
+                                                                          "reviewer"]  # fmt: skip
+    done = {"phase": "Succeeded", "answer": "def is_prime", "tokens": {"total": 9}}
+    client.set_status(kube.RUNS, namespace=NS, name="code-team-task-1", status=done)
+    assert spec_status()["run"] == {
+        "name": "code-team-task-1", "phase": "Succeeded", "answer": "def is_prime", "tokens": 9,
+    }  # fmt: skip
+
+    spec = {**body["spec"], "task": "Write is_even(n)."}  # a new generation: a new run
+    client.replace_spec(kube.SPECS, namespace=NS, name="code-team", spec=spec)
+    assert spec_status()["run"] == {"name": "code-team-task-2"}  # nothing of the earlier run
+    writes = client.writes
+    assert spec_status()["run"] == {"name": "code-team-task-2"}
+    assert client.writes == writes  # unchanged: nothing written
+    assert [r["metadata"]["name"] for r in client.all(kube.RUNS, namespace=NS)] == [
+        "code-team-task-2"
+    ]
+    del spec["task"]  # no task: its run goes, and so does status.run
+    client.replace_spec(kube.SPECS, namespace=NS, name="code-team", spec=spec)
+    assert "run" not in spec_status()
+    assert client.all(kube.RUNS, namespace=NS) == []
+
+    spec["task"] = "Write is_odd(n)."  # a run of that name that is not the spec's: said so
+    other = {"apiVersion": kube.RUNS.api_version, "kind": "LemonRun",
+             "metadata": {"name": "code-team-task-4", "namespace": NS}, "spec": {}}  # fmt: skip
+    client.put(kube.RUNS, other)
+    client.replace_spec(kube.SPECS, namespace=NS, name="code-team", spec=spec)
+    assert spec_status()["run"] == {"name": "code-team-task-4", "phase": "NameTaken"}
+    assert client.get(kube.RUNS, namespace=NS, name="code-team-task-4") is not None
+
+
 def test_an_object_being_deleted_is_left_alone() -> None:
     client = FakeClient()
     body = load("02-code-team.yaml")

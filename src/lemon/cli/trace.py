@@ -28,6 +28,6 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("trace", help="render a run trace (JSONL) as a table or timeline")
-    p.add_argument("path", metavar="PATH")
+    p.add_argument("path", metavar="PATH", help="a JSONL trace; - reads standard input")
     p.add_argument("--timeline", action="store_true")
     p.set_defaults(handler=run)

@@ -110,7 +110,9 @@ class LemonSpecBody(Spec):
     )
     task: Annotated[str, StringConstraints(min_length=1, max_length=65536)] | None = Field(
         default=None,
-        description="Optional task to run once the tiers are ready.",
+        description="A task to run: the operator creates a LemonRun of it (named "
+        "<spec>-task-<generation>, owned by the spec) and shows its answer and tokens in "
+        "status.run.",
     )
 
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from lemon_service._proto import orchestrator_pb2 as lemon_dot_v1_dot_orchestrator__pb2
+from lemon_api.v1 import orchestrator_pb2 as lemon_dot_v1_dot_orchestrator__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -54,6 +54,21 @@ class OrchestratorStub:
                 request_serializer=lemon_dot_v1_dot_orchestrator__pb2.ValidateSpecRequest.SerializeToString,
                 response_deserializer=lemon_dot_v1_dot_orchestrator__pb2.ValidateSpecResponse.FromString,
                 _registered_method=True)
+        self.SubmitRun = channel.unary_unary(
+                '/lemon.v1.Orchestrator/SubmitRun',
+                request_serializer=lemon_dot_v1_dot_orchestrator__pb2.SubmitRunRequest.SerializeToString,
+                response_deserializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
+                _registered_method=True)
+        self.GetRun = channel.unary_unary(
+                '/lemon.v1.Orchestrator/GetRun',
+                request_serializer=lemon_dot_v1_dot_orchestrator__pb2.GetRunRequest.SerializeToString,
+                response_deserializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
+                _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/lemon.v1.Orchestrator/CancelRun',
+                request_serializer=lemon_dot_v1_dot_orchestrator__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
+                _registered_method=True)
 
 
 class OrchestratorServicer:
@@ -87,6 +102,29 @@ class OrchestratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitRun(self, request, context):
+        """Runs kept by id (the Kubernetes operator's LemonRun): SubmitRun starts a run in the
+        background and answers at once; a run id is executed once however often it is submitted
+        (a repeat answers the run's state, created = false). GetRun reads the state, waiting up to
+        wait_s for the run to finish; CancelRun stops it. Finished runs are kept for a while
+        (`lemon serve --run-retention-s`), in memory: a restarted server knows none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +147,21 @@ def add_OrchestratorServicer_to_server(servicer, server):
                     servicer.ValidateSpec,
                     request_deserializer=lemon_dot_v1_dot_orchestrator__pb2.ValidateSpecRequest.FromString,
                     response_serializer=lemon_dot_v1_dot_orchestrator__pb2.ValidateSpecResponse.SerializeToString,
+            ),
+            'SubmitRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitRun,
+                    request_deserializer=lemon_dot_v1_dot_orchestrator__pb2.SubmitRunRequest.FromString,
+                    response_serializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.SerializeToString,
+            ),
+            'GetRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRun,
+                    request_deserializer=lemon_dot_v1_dot_orchestrator__pb2.GetRunRequest.FromString,
+                    response_serializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=lemon_dot_v1_dot_orchestrator__pb2.CancelRunRequest.FromString,
+                    response_serializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +272,87 @@ class Orchestrator:
             '/lemon.v1.Orchestrator/ValidateSpec',
             lemon_dot_v1_dot_orchestrator__pb2.ValidateSpecRequest.SerializeToString,
             lemon_dot_v1_dot_orchestrator__pb2.ValidateSpecResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lemon.v1.Orchestrator/SubmitRun',
+            lemon_dot_v1_dot_orchestrator__pb2.SubmitRunRequest.SerializeToString,
+            lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lemon.v1.Orchestrator/GetRun',
+            lemon_dot_v1_dot_orchestrator__pb2.GetRunRequest.SerializeToString,
+            lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lemon.v1.Orchestrator/CancelRun',
+            lemon_dot_v1_dot_orchestrator__pb2.CancelRunRequest.SerializeToString,
+            lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -219,3 +220,99 @@ class RunEvent(_message.Message):
     agent_finished: AgentFinished
     result: RunResponse
     def __init__(self, t: _Optional[float] = ..., spec_ready: _Optional[_Union[SpecReady, _Mapping]] = ..., agent_started: _Optional[_Union[AgentStarted, _Mapping]] = ..., agent_retry: _Optional[_Union[AgentRetry, _Mapping]] = ..., agent_finished: _Optional[_Union[AgentFinished, _Mapping]] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ...) -> None: ...
+
+class TierEndpoint(_message.Message):
+    __slots__ = ("tier", "url", "model")
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    tier: str
+    url: str
+    model: str
+    def __init__(self, tier: _Optional[str] = ..., url: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class PolicyEndpoint(_message.Message):
+    __slots__ = ("url", "model", "name")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    model: str
+    name: str
+    def __init__(self, url: _Optional[str] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class SubmitRunRequest(_message.Message):
+    __slots__ = ("run_id", "task", "spec", "policy", "options", "tiers", "deadline_s", "source", "wait_s", "include_trace", "max_trace_bytes")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TIERS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TRACE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRACE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    task: str
+    spec: str
+    policy: PolicyEndpoint
+    options: RunOptions
+    tiers: _containers.RepeatedCompositeFieldContainer[TierEndpoint]
+    deadline_s: float
+    source: str
+    wait_s: float
+    include_trace: bool
+    max_trace_bytes: int
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., spec: _Optional[str] = ..., policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ..., deadline_s: _Optional[float] = ..., source: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
+
+class GetRunRequest(_message.Message):
+    __slots__ = ("run_id", "wait_s", "include_trace", "max_trace_bytes")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TRACE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRACE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    wait_s: float
+    include_trace: bool
+    max_trace_bytes: int
+    def __init__(self, run_id: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class RunState(_message.Message):
+    __slots__ = ("run_id", "phase", "created", "result", "error", "trace", "age_s")
+    class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        PHASE_UNSPECIFIED: _ClassVar[RunState.Phase]
+        QUEUED: _ClassVar[RunState.Phase]
+        RUNNING: _ClassVar[RunState.Phase]
+        SUCCEEDED: _ClassVar[RunState.Phase]
+        FAILED: _ClassVar[RunState.Phase]
+        CANCELLED: _ClassVar[RunState.Phase]
+    PHASE_UNSPECIFIED: RunState.Phase
+    QUEUED: RunState.Phase
+    RUNNING: RunState.Phase
+    SUCCEEDED: RunState.Phase
+    FAILED: RunState.Phase
+    CANCELLED: RunState.Phase
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
+    AGE_S_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    phase: RunState.Phase
+    created: bool
+    result: RunResponse
+    error: str
+    trace: _containers.RepeatedScalarFieldContainer[str]
+    age_s: float
+    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[_Union[RunState.Phase, str]] = ..., created: _Optional[bool] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ..., error: _Optional[str] = ..., trace: _Optional[_Iterable[str]] = ..., age_s: _Optional[float] = ...) -> None: ...
