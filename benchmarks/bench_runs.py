@@ -51,6 +51,7 @@ if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tes
     sys.path.insert(0, str(ROOT))
 
 from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
+from tests.k8s.vendored_crds import INFERENCESERVICE_CRD  # noqa: E402
 from tests.k8s.watching import custom_objects  # noqa: E402
 from tests.k8s.watching import follow as follow_kind  # noqa: E402
 
@@ -275,8 +276,11 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
     logs: dict[str, Path] = {}
     try:
         kubeconfig = plane.start()
-        fixtures = ROOT / "tests/k8s/fixtures/inferenceservice-crd.yaml"
-        _kubectl(kubeconfig, "apply", "-f", str(ROOT / "crds"), "-f", str(fixtures))
+        # KServe's own InferenceService CRD, vendored; too large for a client-side apply
+        _kubectl(
+            kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"),
+            "-f", str(INFERENCESERVICE_CRD),
+        )  # fmt: skip
         for crd in ("lemonruns.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
             _kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}")
         _kubectl(kubeconfig, "create", "namespace", NAMESPACE)

@@ -269,23 +269,26 @@ def finished_status(
         completion_time=at,
     ).model_dump(by_alias=True, mode="json", exclude_none=True)
     body.pop("conditions")
-    submitted = statuses.find_condition(previous.get("conditions") or [], "Submitted") or {}
+    # The service ran it, so the tiers were ready and it was submitted: a True condition of
+    # either kind is kept as it is (its time is when that became so); a missing or stale one
+    # (the run finished before a Running status was written) becomes True now.
+    held = {
+        kind: statuses.find_condition(previous.get("conditions") or [], kind) or {}
+        for kind in ("TiersReady", "Submitted")
+    }
+    reasons = {
+        "TiersReady": ("TiersReady", "every tier the run needs is ready"),
+        "Submitted": ("Accepted", f"run {run.run_id} accepted"),
+    }
     kept = [
         Condition.model_validate(entry)
-        for entry in previous.get("conditions") or []
-        if entry.get("type") in ("TiersReady", "Submitted")
-    ]
-    if not submitted:
-        kept.append(
-            statuses.condition(
-                "Submitted",
-                True,
-                reason="Accepted",
-                message=f"run {run.run_id} accepted",
-                generation=generation,
-                at=at,
-            )
+        if entry.get("status") == "True"
+        else statuses.condition(
+            kind, True, reason=reasons[kind][0], message=reasons[kind][1],
+            generation=generation, at=at,
         )
+        for kind, entry in held.items()
+    ]  # fmt: skip
     return _conditions(previous, [*kept, outcome], fields=body)
 
 

@@ -46,6 +46,7 @@ RENDERED = {
     "20-secure.yaml": (["r-lemon-operator", "r-lemon-service"], ["gpu-pool"]),
     "30-operator-only.yaml": (["r-lemon-operator"], []),
     "40-service-only.yaml": (["r-lemon-service"], ["single"]),
+    "50-observability.yaml": (["r-lemon-operator", "r-lemon-service"], ["default"]),
 }
 
 

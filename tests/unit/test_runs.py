@@ -330,6 +330,23 @@ def test_a_succeeded_run_records_answer_agents_tokens_and_cost() -> None:
     assert conditions["TiersReady"]["status"] == "True"
 
 
+def test_a_run_that_finished_before_running_was_written_is_submitted() -> None:
+    # Under load the service may finish a run before the operator records Running: the
+    # finished status must not keep the Pending status's Submitted=False and TiersReady=False.
+    pending = pending_status(reason="ServiceUnavailable", message="waiting for the service",
+                             tiers_ready=False, generation=1, at=AT, previous={})  # fmt: skip
+    later = "2027-01-01T00:00:00Z"
+    status = finished_status(
+        service_run(), prices={}, trace=None, generation=1, at=later, previous=pending
+    )
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert {kind: c["status"] for kind, c in conditions.items()} == {
+        "TiersReady": "True", "Submitted": "True", "Succeeded": "True",
+    }  # fmt: skip
+    assert conditions["Submitted"]["reason"] == "Accepted"
+    assert conditions["Submitted"]["lastTransitionTime"] == later
+
+
 def test_a_failed_run_names_the_failed_agent_and_keeps_no_answer() -> None:
     failed = service_run(
         "failed",
