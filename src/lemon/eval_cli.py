@@ -22,6 +22,8 @@ def _method(args: argparse.Namespace) -> str:
         raise UsageError("give at most one of --spec, --baseline, --policy")
     if args.specs_only and not args.policy:
         raise UsageError("--specs-only needs --policy (it checks the specs a policy writes)")
+    if args.policy_constrained and not args.policy:
+        raise UsageError("--policy-constrained needs --policy")
     if args.policy:
         return f"policy:{args.policy}"
     if args.spec:
@@ -89,6 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         policy = open_policy(args)
         meta["policy"] = policy.label
+        meta["policy_constrained"] = bool(args.policy_constrained)
 
     async def go() -> dict[str, Any]:
         backends = {} if args.specs_only else build_backends(profile)

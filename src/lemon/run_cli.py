@@ -159,12 +159,21 @@ def open_policy(args: argparse.Namespace) -> Any:
     if args.policy_attempts < 1 or args.policy_max_tokens < 1:
         raise UsageError("--policy-attempts and --policy-max-tokens must be at least 1")
     decoding = replace(DEFAULT_DECODING, max_tokens=args.policy_max_tokens)
+    if args.policy_constrained:
+        from lemon.spec.grammar import SpecGrammar, SpecGrammarError
+
+        try:
+            SpecGrammar.build(budget=args.policy_max_tokens)
+        except SpecGrammarError as exc:
+            raise UsageError(f"--policy-constrained: {exc}") from None
     try:
         return load_policy(
             args.policy,
             model=args.policy_model,
             max_attempts=args.policy_attempts,
             decoding=decoding,
+            constrained=args.policy_constrained,
+            grammar_dialect=args.policy_grammar,
         )
     except PolicyVersionError as exc:
         raise UsageError(f"--policy: {exc}") from None
@@ -182,6 +191,20 @@ def add_policy_options(p: Any) -> None:
         type=int,
         default=2,
         help="tries before falling back to the template policy (default 2)",
+    )
+    p.add_argument(
+        "--policy-constrained",
+        action="store_true",
+        help="decode the policy under the spec grammar (names unique, depends_on only on "
+        "earlier agents, closes within --policy-max-tokens): every spec is valid",
+    )
+    p.add_argument(
+        "--policy-grammar",
+        choices=["vllm", "guided", "llamacpp"],
+        default="vllm",
+        help="with --policy URL --policy-constrained: how the server takes a grammar "
+        "(vllm: structured_outputs.grammar; guided: guided_grammar; llamacpp: grammar with "
+        "%%llguidance, which needs a llama.cpp built with LLGUIDANCE)",
     )
     p.add_argument(
         "--policy-max-tokens",

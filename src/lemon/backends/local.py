@@ -179,6 +179,8 @@ class LocalModel:
     prefix_tokens_reused: int = 0
     """Prompt tokens served from the prefix cache instead of being prefilled again."""
     _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
+    last_guide: Any = None
+    """The logits processor of the last constrained batch (its matchers and mask time)."""
 
     @property
     def name(self) -> str:
@@ -283,6 +285,21 @@ class LocalModel:
             inputs[self._cache_argument] = self._prefix_cache(prefix, len(rows))
         return inputs
 
+    def _guide(self, requests: Sequence[GenerationRequest], *, width: int) -> _GuidedLogits | None:
+        """A logits processor for the batch's constrained rows (None when there are none)."""
+        if all(r.constraint is None for r in requests):
+            return None
+        from lemon.backends.guided import guide_tokenizer, make_matcher
+
+        vocab = int(self.model.config.get_text_config().vocab_size)  # the logits width
+        tokenizer = guide_tokenizer(self.tokenizer, vocab=vocab)
+        matchers = [
+            None if r.constraint is None else make_matcher(r.constraint, tokenizer)
+            for r in requests
+        ]
+        self.last_guide = _GuidedLogits(matchers, start=width, vocab=vocab)
+        return self.last_guide
+
     @functools.cached_property
     def _cache_argument(self) -> str:
         """``cache`` (transformers 5.24 renamed it) or ``past_key_values`` (older releases)."""
@@ -312,7 +329,8 @@ class LocalModel:
         return math.exp(total / count)
 
     def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """Decode ``requests`` together (they share decoding settings except ``max_tokens``)."""
+        """Decode ``requests`` together (they share decoding settings except ``max_tokens``);
+        a request with a ``constraint`` decodes under its own grammar matcher."""
         from transformers import set_seed
 
         first = requests[0].decoding
@@ -329,6 +347,9 @@ class LocalModel:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with self.lock:
             inputs = self._encode(requests)
+            guided = self._guide(requests, width=inputs["input_ids"].shape[1])
+            if guided is not None:
+                kwargs["logits_processor"] = [guided]
             output = self.model.generate(**inputs, **kwargs)
             self.batches += 1
         width = inputs["input_ids"].shape[1]
@@ -351,6 +372,43 @@ class LocalModel:
                     new = tok(text, add_special_tokens=False)["input_ids"]
             results.append(Generation(request.prefill + text, int(prompt_tokens), len(new), finish))
         return results
+
+
+class _GuidedLogits:
+    """A logits processor: each constrained row keeps only the tokens its matcher allows
+    (unconstrained rows of the same batch are left as they are)."""
+
+    def __init__(self, matchers: list[Any], *, start: int, vocab: int) -> None:
+        import numpy as np
+
+        self.matchers = matchers
+        self.start = start
+        self.seen = 0
+        self.rows = [i for i, m in enumerate(matchers) if m is not None]
+        self.bitmask = np.zeros((len(matchers), (vocab + 31) // 32), dtype=np.int32)
+        self.mask_s = 0.0
+        self.steps = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+        import torch
+
+        started = time.perf_counter()
+        generated = input_ids.shape[1] - self.start
+        if generated > self.seen:
+            last = input_ids[:, -1].tolist()
+            for i in self.rows:
+                self.matchers[i].consume(int(last[i]))
+            self.seen = generated
+        for i in self.rows:
+            self.matchers[i].fill_mask(self.bitmask[i])
+        bits = np.unpackbits(self.bitmask[self.rows].view(np.uint8), axis=1, bitorder="little")
+        allowed = torch.from_numpy(bits[:, : scores.shape[1]].astype(bool)).to(scores.device)
+        rows = torch.tensor(self.rows, device=scores.device)
+        scores[rows] = scores[rows].masked_fill(~allowed, float("-inf"))
+        self.mask_s += time.perf_counter() - started
+        self.steps += 1
+        return scores
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:
