@@ -93,8 +93,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         meta["policy"] = policy.label
         meta["policy_constrained"] = bool(args.policy_constrained)
 
+    from lemon.backends.callcache import open_default_cache, wrap_backends
+
+    cache = None if args.no_call_cache or args.specs_only else open_default_cache()
+
     async def go() -> dict[str, Any]:
-        backends = {} if args.specs_only else build_backends(profile)
+        backends = {} if args.specs_only else wrap_backends(build_backends(profile), cache)
         try:
             return await evaluate(
                 items,
@@ -178,6 +182,11 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--concurrency", type=int, default=4, help="items in flight")
     p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
+    p.add_argument(
+        "--no-call-cache",
+        action="store_true",
+        help="do not read or write the persistent call cache ($LEMON_CALL_CACHE; lemon cache)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_eval)

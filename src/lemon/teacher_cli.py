@@ -55,7 +55,7 @@ def _report(args: argparse.Namespace, stats: Any) -> int:
         print(
             f"{stats.written} rows written to {args.out} ({stats.rejected} rejected, "
             f"{stats.skipped_done} already there, {stats.executions} spec executions, "
-            f"{stats.reused_calls} calls reused)"
+            f"{stats.reused_calls} calls reused, {stats.cache_hits} from the call cache)"
         )
     return EXIT_OK
 
@@ -75,8 +75,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         candidates=args.candidates, max_tokens=args.max_tokens, concurrency=args.concurrency
     )
 
+    from lemon.backends.callcache import open_default_cache, wrap_backends
+
+    cache = None if args.no_call_cache else open_default_cache()
+
     async def go() -> Any:
-        backends = build_backends(profile)
+        backends = wrap_backends(build_backends(profile), cache)
         try:
             return await search_teacher(
                 items,
@@ -145,6 +149,11 @@ def register(sub: Any) -> None:
     s.add_argument("--concurrency", type=int, default=2, help="items in flight")
     s.add_argument("--profile", default="embedded")
     s.add_argument("--profiles", action="append", default=[], metavar="FILE")
+    s.add_argument(
+        "--no-call-cache",
+        action="store_true",
+        help="do not read or write the persistent call cache ($LEMON_CALL_CACHE; lemon cache)",
+    )
     s.set_defaults(handler=cmd_search)
     llm = teachers.add_parser("llm", help="few-shot an LLM behind an OpenAI-compatible URL")
     _common(llm)

@@ -264,7 +264,8 @@ def answer_success(answer: str | None, gold: Any) -> float:
 
 
 class EngineReward(SpecReward):
-    """R_orch by executing each spec on the profile's backends (one shared reuse cache)."""
+    """R_orch by executing each spec on the profile's backends (one shared reuse cache, over
+    the persistent call cache unless ``call_cache`` is False or ``$LEMON_CALL_CACHE=off``)."""
 
     def __init__(
         self,
@@ -275,8 +276,10 @@ class EngineReward(SpecReward):
         profile: str,
         profiles_file: str | None = None,
         seed: int = 0,
+        call_cache: bool = True,
     ) -> None:
         super().__init__(decode, rewards=rewards, counterfactual=counterfactual, seed=seed)
+        self.call_cache = call_cache
         from lemon.engine.executor import CallCache
         from lemon.profiles import resolve_profile
 
@@ -286,9 +289,11 @@ class EngineReward(SpecReward):
 
     def _get_backends(self) -> Any:
         if self._backends is None:
+            from lemon.backends.callcache import open_default_cache, wrap_backends
             from lemon.profiles import build_backends
 
-            self._backends = build_backends(self.profile)
+            cache = open_default_cache() if self.call_cache else None
+            self._backends = wrap_backends(build_backends(self.profile), cache)
         return self._backends
 
     async def _run(self, spec: Any, output: str, row: Mapping[str, Any]) -> Outcome:

@@ -10,11 +10,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backend",
-    "LarkGrammar",
     "BackendError",
     "Decoding",
     "Generation",
     "GenerationRequest",
+    "LarkGrammar",
     "Message",
 ]
 
@@ -74,6 +74,8 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str = "stop"
+    cached: bool = False
+    """Answered from the persistent call cache (:mod:`lemon.backends.callcache`)."""
 
 
 class BackendError(Exception):

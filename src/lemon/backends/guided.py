@@ -148,7 +148,9 @@ class SpecMatcher:
         if token == self.tokenizer.eos or self._matcher.is_stopped():
             self.finished = True
             return
-        piece = self.tokenizer.token_bytes[token] if token < len(self.tokenizer.token_bytes) else b""
+        piece = (
+            self.tokenizer.token_bytes[token] if token < len(self.tokenizer.token_bytes) else b""
+        )
         if b"\n" not in piece:
             self.line += piece
             return

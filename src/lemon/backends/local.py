@@ -180,7 +180,9 @@ class LocalModel:
     """Prompt tokens served from the prefix cache instead of being prefilled again."""
     _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
     last_guide: Any = None
-    """The logits processor of the last constrained batch (its matchers and mask time)."""
+    """The logits processor of the last constrained batch (its matchers, mask time, steps)."""
+    record_steps: bool = False
+    """Attach the (then mask-free) processor to unconstrained batches too, to time steps."""
 
     @property
     def name(self) -> str:
@@ -287,16 +289,18 @@ class LocalModel:
 
     def _guide(self, requests: Sequence[GenerationRequest], *, width: int) -> _GuidedLogits | None:
         """A logits processor for the batch's constrained rows (None when there are none)."""
-        if all(r.constraint is None for r in requests):
+        if all(r.constraint is None for r in requests) and not self.record_steps:
             return None
         from lemon.backends.guided import guide_tokenizer, make_matcher
 
         vocab = int(self.model.config.get_text_config().vocab_size)  # the logits width
-        tokenizer = guide_tokenizer(self.tokenizer, vocab=vocab)
-        matchers = [
-            None if r.constraint is None else make_matcher(r.constraint, tokenizer)
-            for r in requests
-        ]
+        matchers: list[Any] = [None] * len(requests)
+        if any(r.constraint is not None for r in requests):
+            tokenizer = guide_tokenizer(self.tokenizer, vocab=vocab)
+            matchers = [
+                None if r.constraint is None else make_matcher(r.constraint, tokenizer)
+                for r in requests
+            ]
         self.last_guide = _GuidedLogits(matchers, start=width, vocab=vocab)
         return self.last_guide
 
@@ -376,7 +380,8 @@ class LocalModel:
 
 class _GuidedLogits:
     """A logits processor: each constrained row keeps only the tokens its matcher allows
-    (unconstrained rows of the same batch are left as they are)."""
+    (unconstrained rows of the same batch are left as they are). It also stamps the time of
+    every decode step (``stamps``), which ``lemon bench constrained`` reads."""
 
     def __init__(self, matchers: list[Any], *, start: int, vocab: int) -> None:
         import numpy as np
@@ -385,15 +390,18 @@ class _GuidedLogits:
         self.start = start
         self.seen = 0
         self.rows = [i for i, m in enumerate(matchers) if m is not None]
-        self.bitmask = np.zeros((len(matchers), (vocab + 31) // 32), dtype=np.int32)
+        self.bitmask = np.full((len(matchers), (vocab + 31) // 32), -1, dtype=np.int32)
         self.mask_s = 0.0
-        self.steps = 0
+        self.stamps: list[float] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import numpy as np
         import torch
 
         started = time.perf_counter()
+        self.stamps.append(started)
+        if not self.rows:
+            return scores
         generated = input_ids.shape[1] - self.start
         if generated > self.seen:
             last = input_ids[:, -1].tolist()
@@ -402,12 +410,10 @@ class _GuidedLogits:
             self.seen = generated
         for i in self.rows:
             self.matchers[i].fill_mask(self.bitmask[i])
-        bits = np.unpackbits(self.bitmask[self.rows].view(np.uint8), axis=1, bitorder="little")
-        allowed = torch.from_numpy(bits[:, : scores.shape[1]].astype(bool)).to(scores.device)
-        rows = torch.tensor(self.rows, device=scores.device)
-        scores[rows] = scores[rows].masked_fill(~allowed, float("-inf"))
+        bits = np.unpackbits(self.bitmask.view(np.uint8), axis=1, bitorder="little")
+        blocked = torch.from_numpy(bits[:, : scores.shape[1]] == 0)
+        scores.masked_fill_(blocked.to(scores.device), float("-inf"))  # one kernel
         self.mask_s += time.perf_counter() - started
-        self.steps += 1
         return scores
 
 
@@ -481,6 +487,26 @@ class LocalBackend:
     @property
     def model_id(self) -> str:
         return f"local:{self.source.name}@{self.source.resolved_dtype()}"
+
+    def content_id(self, cache: Any) -> str:
+        """The model's identity for the persistent call cache: SHA-256 of its weight, config and
+        tokenizer files (the packaged GGUF for the packaged model; ``cache.fingerprint``
+        remembers each file's hash by size and mtime), with dtype and device. A hub id that
+        is not a local directory cannot be hashed without the hub and keys by name."""
+        import hashlib
+
+        if self.source.is_packaged:
+            files = [packaged_model().path]
+        else:
+            root = Path(self.source.name)
+            wanted = (".safetensors", ".bin", ".gguf", ".json", ".model", ".txt")
+            files = sorted(p for p in root.glob("*") if p.is_file() and p.suffix in wanted)
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(f"{path.name}:{cache.fingerprint(path)}\n".encode())
+        content = digest.hexdigest()[:24] if files else f"name:{self.source.name}"
+        device = self.source.resolved_device()
+        return f"local:{content}@{self.source.resolved_dtype()}:{device}"
 
     @property
     def label(self) -> str:

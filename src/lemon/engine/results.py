@@ -34,6 +34,8 @@ class AgentResult:
     latency_s: float = 0.0
     attempts: int = 0
     reused: bool = False
+    cached: bool = False
+    """Answered from the persistent call cache (no model call)."""
     error: str | None = None
     started_s: float | None = None
     finished_s: float | None = None
@@ -51,6 +53,7 @@ class AgentResult:
             "output": self.output,
             "attempts": self.attempts,
             "reused": self.reused,
+            "cached": self.cached,
             "error": self.error,
         }
 
@@ -82,8 +85,15 @@ class RunResult:
     def calls(self) -> int:
         """Model calls actually made (reused answers and tool agents cost none)."""
         return sum(
-            a.attempts for a in self.agents if not a.reused and not a.model.startswith("tool:")
+            a.attempts
+            for a in self.agents
+            if not a.reused and not a.cached and not a.model.startswith("tool:")
         )
+
+    @property
+    def cache_hits(self) -> int:
+        """Calls answered from the persistent call cache."""
+        return sum(a.cached for a in self.agents)
 
     def tokens(self) -> dict[str, int]:
         """Worker tokens of the spec: reused answers count what they cost when computed, so a
@@ -105,5 +115,6 @@ class RunResult:
             "critical_path": list(self.critical_path),
             "calls": self.calls,
             "reused_calls": self.reused_calls,
+            "cache_hits": self.cache_hits,
             **self.extra,
         }

@@ -67,6 +67,8 @@ class ItemRecord:
     correct: bool = False
     tokens: int = 0
     calls: int = 0
+    cache_hits: int = 0
+    """Worker calls answered from the persistent call cache."""
     wall_s: float = 0.0
     status: str = "succeeded"
     error: str | None = None
@@ -84,6 +86,7 @@ class ItemRecord:
             "correct": self.correct,
             "tokens": self.tokens,
             "calls": self.calls,
+            "cache_hits": self.cache_hits,
             "wall_s": round(self.wall_s, 3),
             "status": self.status,
             "error": self.error,
@@ -133,6 +136,7 @@ async def _run_item(
         result = await execute(spec, task=task, backends=backends, options=options)
         record.tokens += result.tokens()["total"]
         record.calls += result.calls
+        record.cache_hits += result.cache_hits
         if result.answer is None:
             record.error = result.error
             continue
@@ -234,6 +238,7 @@ def summarize(
         "mean_tokens": tokens / n if n else 0.0,
         "total_tokens": tokens,
         "calls": sum(int(r["calls"]) for r in records),
+        "cache_hits": sum(int(r.get("cache_hits", 0)) for r in records),
         "failed_runs": sum(r["status"] not in ("succeeded", "spec_only") for r in records),
         "mean_wall_s": sum(float(r["wall_s"]) for r in records) / n if n else 0.0,
         **extra,

@@ -111,6 +111,8 @@ class TeacherStats:
     rejected: int = 0
     executions: int = 0
     reused_calls: int = 0
+    cache_hits: int = 0
+    """Calls answered from the persistent call cache."""
     details: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -121,6 +123,7 @@ class TeacherStats:
             "rejected": self.rejected,
             "executions": self.executions,
             "reused_calls": self.reused_calls,
+            "cache_hits": self.cache_hits,
         }
 
 
@@ -189,6 +192,7 @@ async def search_teacher(
                 )
                 stats.executions += 1
                 stats.reused_calls += result.reused_calls
+                stats.cache_hits += result.cache_hits
                 success = _success(item, result.answer) if result.status == "succeeded" else 0.0
                 tokens = result.tokens()["total"]
                 reward = orchestration_reward(

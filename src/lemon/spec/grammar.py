@@ -126,7 +126,9 @@ def _lark_string(text: str) -> str:
 
 def _regex_literal(text: str) -> str:
     """``text`` as a regex matching exactly it (hex escapes for anything but [a-z0-9_])."""
-    return "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"\\x{ord(c):02x}" for c in text)
+    return "".join(
+        c if c.isascii() and (c.isalnum() or c == "_") else f"\\x{ord(c):02x}" for c in text
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +202,11 @@ class SpecGrammar:
         state = LineState(self, names=(), kind_options=(LineKind.HEADER,), used=0)
         state = state.with_plan()
         if not state.plan[LineKind.HEADER]:
-            need = self.worst(LineKind.HEADER, ()) + self.worst(
-                LineKind.AGENT, (), new_agent=True
-            ) + self.closing(LineKind.AGENT, (), new_agent=True)
+            need = (
+                self.worst(LineKind.HEADER, ())
+                + self.worst(LineKind.AGENT, (), new_agent=True)
+                + self.closing(LineKind.AGENT, (), new_agent=True)
+            )
             raise SpecGrammarError(
                 f"a token budget of {self.budget} cannot hold even a one-agent spec under these "
                 f"limits (worst case {need} tokens); raise the budget or lower the limits"
