@@ -69,7 +69,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("no items selected")
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
     out_dir = Path(args.out) / name
+    from lemon.pricing import resolve_prices
+
     settings = EvalSettings(
+        prices=resolve_prices(profile=profile),
         method=method,
         max_tokens=args.max_tokens,
         concurrency=args.concurrency,
@@ -121,7 +124,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         lo, hi = summary["ci95"]
         print(
             f"{name}: accuracy {summary['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {summary['n']} "
-            f"items, {summary['mean_tokens']:.0f} worker tokens per item -> {out_dir}"
+            f"items, {summary['mean_tokens']:.0f} worker tokens per item "
+            f"({summary['mean_priced_tokens']:.0f} tier-priced) -> {out_dir}"
         )
     return EXIT_OK
 
@@ -134,12 +138,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"lemon report: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    table = markdown_table(summaries)
+    table = markdown_table(summaries, args.cost)
     print(table)
     if args.markdown:
         Path(args.markdown).write_text(table + "\n", encoding="utf-8")
     if args.png:
-        plot(summaries, args.png)
+        plot(summaries, args.png, args.cost)
         print(f"wrote {args.png}", file=sys.stderr)
     return EXIT_OK
 
@@ -191,8 +195,16 @@ def register(sub: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_eval)
 
-    p = sub.add_parser("report", help="compare eval runs: markdown table and accuracy/tokens PNG")
+    p = sub.add_parser(
+        "report", help="compare eval runs: markdown table and accuracy against cost PNG"
+    )
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories or summary files")
     p.add_argument("--png", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
+    p.add_argument(
+        "--cost",
+        choices=["priced", "tokens"],
+        default="priced",
+        help="x axis and Pareto fronts: tier-priced worker tokens (default) or raw tokens",
+    )
     p.set_defaults(handler=cmd_report)

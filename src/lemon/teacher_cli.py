@@ -71,8 +71,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     items = _items(args)
+    from lemon.pricing import profile_prices
+
     settings = SearchSettings(
-        candidates=args.candidates, max_tokens=args.max_tokens, concurrency=args.concurrency
+        candidates=args.candidates,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        prices=profile_prices(profile),
     )
 
     from lemon.backends.callcache import open_default_cache, wrap_backends

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lemon.pricing import resolve_prices
 from lemon.reward import Outcome, RewardConfig, orchestration_reward
 from lemon.spec.errors import SpecError
 from lemon.spec.mutations import Mutation, mutations
@@ -110,6 +111,7 @@ class SpecReward:
         return orchestration_reward(
             outcome.success,
             worker_tokens=outcome.worker_tokens,
+            priced_tokens=outcome.priced_tokens,
             agents=outcome.agents,
             edges=outcome.edges,
             valid=outcome.valid,
@@ -308,10 +310,12 @@ class EngineReward(SpecReward):
             cache=self.cache,
             profile=self.profile.name,
         )
+        prices = resolve_prices(self.rewards.tier_prices, profile=self.profile)
         return Outcome(
             valid=True,
             success=answer_success(result.answer, row.get("answer")),
             worker_tokens=result.prompt_tokens + result.completion_tokens,
+            priced_tokens=prices.priced(result.tokens_by_tier()),
             agents=len(spec.agents),
             edges=sum(len(a.depends_on) for a in spec.agents),
         )

@@ -301,8 +301,9 @@ class LocalModel:
                 None if r.constraint is None else make_matcher(r.constraint, tokenizer)
                 for r in requests
             ]
-        self.last_guide = _GuidedLogits(matchers, start=width, vocab=vocab)
-        return self.last_guide
+        guide = _GuidedLogits(matchers, start=width, vocab=vocab)
+        self.last_guide = guide
+        return guide
 
     @functools.cached_property
     def _cache_argument(self) -> str:

@@ -27,7 +27,7 @@ from lemon.spec.grammar import SpecGrammar, SpecGrammarError
 
 GrammarDialect = Literal["vllm", "guided", "llamacpp"]
 
-__all__ = ["OpenAIBackend"]
+__all__ = ["GrammarDialect", "OpenAIBackend"]
 
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 

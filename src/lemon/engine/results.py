@@ -101,12 +101,23 @@ class RunResult:
         prompt, completion = self.prompt_tokens, self.completion_tokens
         return {"prompt": prompt, "completion": completion, "total": prompt + completion}
 
+    def tokens_by_tier(self) -> dict[str, int]:
+        """Worker tokens per capacity tier (tool agents spend none)."""
+        out: dict[str, int] = {}
+        for agent in self.agents:
+            if agent.prompt_tokens or agent.completion_tokens:
+                out[agent.capacity] = (
+                    out.get(agent.capacity, 0) + agent.prompt_tokens + agent.completion_tokens
+                )
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
             "spec": self.spec,
             "agents": [agent.to_json() for agent in self.agents],
             "tokens": self.tokens(),
+            "tokens_by_tier": self.tokens_by_tier(),
             "wall_s": round(self.wall_s, 4),
             "status": self.status.value,
             "error": self.error,

@@ -75,6 +75,11 @@ async def run_task(
     finally:
         if owned:
             await close_backends(backends)
+    from lemon.pricing import resolve_prices
+
+    prices = resolve_prices(profile=profile)
+    result.extra["priced_tokens"] = round(prices.priced(result.tokens_by_tier()), 3)
+    result.extra["tier_prices"] = prices.to_json()
     result.extra["spec_origin"] = origin
     if decision is not None and decision.attempts:
         result.extra["policy"] = decision.to_json()

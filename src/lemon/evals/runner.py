@@ -25,6 +25,7 @@ from lemon.data.items import ChoiceItem, CodeItem, Item, NumericItem
 from lemon.engine.executor import ExecutionOptions, execute
 from lemon.evals.baselines import BASELINES, baseline_spec
 from lemon.policy.inference import SpecPolicy
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
 from lemon.spec.models import Capacity, Spec
 
 __all__ = ["EvalSettings", "ItemRecord", "evaluate", "summarize", "task_text"]
@@ -55,6 +56,8 @@ class EvalSettings:
     deadline_s: float = 900.0
     specs_only: bool = False
     """Only write (and validate) each item's spec; run no worker (policy validity checks)."""
+    prices: TierPrices = DEFAULT_TIER_PRICES
+    """Tier prices for the tier-priced cost (the profile's, else the defaults)."""
 
 
 @dataclass(slots=True)
@@ -66,6 +69,8 @@ class ItemRecord:
     extracted: float | str | None = None
     correct: bool = False
     tokens: int = 0
+    priced_tokens: float = 0.0
+    """Worker tokens weighed by their tier's price (:mod:`lemon.pricing`)."""
     calls: int = 0
     cache_hits: int = 0
     """Worker calls answered from the persistent call cache."""
@@ -85,6 +90,7 @@ class ItemRecord:
             "extracted": self.extracted,
             "correct": self.correct,
             "tokens": self.tokens,
+            "priced_tokens": round(self.priced_tokens, 3),
             "calls": self.calls,
             "cache_hits": self.cache_hits,
             "wall_s": round(self.wall_s, 3),
@@ -135,6 +141,7 @@ async def _run_item(
         )
         result = await execute(spec, task=task, backends=backends, options=options)
         record.tokens += result.tokens()["total"]
+        record.priced_tokens += settings.prices.priced(result.tokens_by_tier())
         record.calls += result.calls
         record.cache_hits += result.cache_hits
         if result.answer is None:
@@ -220,6 +227,7 @@ def summarize(
     n = len(records)
     correct = sum(bool(r["correct"]) for r in records)
     tokens = sum(int(r["tokens"]) for r in records)
+    priced = sum(float(r.get("priced_tokens", r["tokens"])) for r in records)
     policy = [r["policy"] for r in records if r.get("policy") is not None]
     extra: dict[str, Any] = {}
     if policy:
@@ -237,6 +245,7 @@ def summarize(
         "ci95": list(wilson_interval(correct, n)),
         "mean_tokens": tokens / n if n else 0.0,
         "total_tokens": tokens,
+        "mean_priced_tokens": priced / n if n else 0.0,
         "calls": sum(int(r["calls"]) for r in records),
         "cache_hits": sum(int(r.get("cache_hits", 0)) for r in records),
         "failed_runs": sum(r["status"] not in ("succeeded", "spec_only") for r in records),
@@ -320,7 +329,13 @@ async def evaluate(
 
     records = [r for i, r in _read_done(items_path).items() if i in by_id]
     summary = summarize(
-        records, settings={**meta, "method": settings.method, "max_tokens": settings.max_tokens}
+        records,
+        settings={
+            **meta,
+            "method": settings.method,
+            "max_tokens": settings.max_tokens,
+            "tier_prices": settings.prices.to_json(),
+        },
     )
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary

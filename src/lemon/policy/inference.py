@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
 from lemon.engine.trace import TraceWriter
@@ -26,6 +26,9 @@ from lemon.spec.grammar import GrammarLimits, SpecGrammar
 from lemon.spec.models import Spec
 from lemon.spec.roles import RoleLibrary
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
+
+if TYPE_CHECKING:
+    from lemon.backends.openai import GrammarDialect
 
 __all__ = [
     "LearnedPolicy",
@@ -239,7 +242,7 @@ def load_policy(
     dtype: str = "auto",
     device: str = "auto",
     constrained: bool = False,
-    grammar_dialect: str = "vllm",
+    grammar_dialect: GrammarDialect = "vllm",
 ) -> LearnedPolicy:
     """A learned policy from a policy-version directory (loaded in-process, lazily), an
     OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model), or

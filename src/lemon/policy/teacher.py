@@ -35,6 +35,7 @@ from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.policy.inference import extract_spec_text
 from lemon.policy.prompt import policy_messages, spec_completion
 from lemon.policy.template import TaskKind, prefills, template_spec
+from lemon.pricing import TierPrices, resolve_prices
 from lemon.reward import RewardConfig, orchestration_reward
 from lemon.spec.errors import SpecError
 from lemon.spec.models import Capacity, Spec
@@ -101,6 +102,9 @@ class SearchSettings:
     concurrency: int = 2
     rewards: RewardConfig = field(default_factory=RewardConfig)
     deadline_s: float = 900.0
+    prices: TierPrices | None = None
+    """Tier prices of the workers' profile (None: ``rewards.tier_prices``, else the defaults);
+    ``rewards.tier_prices``, when set, wins over these."""
 
 
 @dataclass(slots=True)
@@ -173,6 +177,7 @@ async def search_teacher(
     semaphore = asyncio.Semaphore(settings.concurrency)
     lock = asyncio.Lock()
     finished = stats.skipped_done
+    prices = settings.rewards.tier_prices or settings.prices or resolve_prices()
 
     async def one(item: Item, sink: Any) -> None:
         nonlocal finished
@@ -195,9 +200,11 @@ async def search_teacher(
                 stats.cache_hits += result.cache_hits
                 success = _success(item, result.answer) if result.status == "succeeded" else 0.0
                 tokens = result.tokens()["total"]
+                priced = prices.priced(result.tokens_by_tier())
                 reward = orchestration_reward(
                     success,
                     worker_tokens=tokens,
+                    priced_tokens=priced,
                     agents=len(candidate.spec.agents),
                     edges=sum(len(a.depends_on) for a in candidate.spec.agents),
                     valid=result.status == "succeeded",
@@ -209,6 +216,7 @@ async def search_teacher(
                         "reward": round(reward, 6),
                         "success": success,
                         "worker_tokens": tokens,
+                        "priced_tokens": round(priced, 3),
                         "status": result.status,
                     }
                 )
@@ -223,7 +231,11 @@ async def search_teacher(
                     "teacher": "search",
                     "benchmark": item.benchmark.value,
                     "chosen": best[1].origin,
-                    **{k: chosen[k] for k in ("reward", "success", "worker_tokens")},
+                    **{
+                        k: chosen[k]
+                        for k in ("reward", "success", "worker_tokens", "priced_tokens")
+                    },
+                    "tier_prices": prices.to_json(),
                     "workers": sorted({b.label for b in backends.values()}),
                     "candidates": scored,
                 }
