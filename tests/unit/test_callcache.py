@@ -74,7 +74,9 @@ def test_cached_backend_answers_from_disk(tmp_path: Path) -> None:
         assert inner.calls == 3
         assert cache.stats().entries == 1
         # a new process (a new connection) sees the entry
-        reopened = CachedBackend(ScriptedBackend(DIGEST), PersistentCallCache(tmp_path / "c.sqlite"))
+        reopened = CachedBackend(
+            ScriptedBackend(DIGEST), PersistentCallCache(tmp_path / "c.sqlite")
+        )
         assert (await reopened.generate(_request())).cached
 
     asyncio.run(go())

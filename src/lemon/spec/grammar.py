@@ -201,7 +201,7 @@ class SpecGrammar:
         """The state before the first token."""
         state = LineState(self, names=(), kind_options=(LineKind.HEADER,), used=0)
         state = state.with_plan()
-        if not state.plan[LineKind.HEADER]:
+        if not state.plan.get(LineKind.HEADER):
             need = (
                 self.worst(LineKind.HEADER, ())
                 + self.worst(LineKind.AGENT, (), new_agent=True)
