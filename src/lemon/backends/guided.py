@@ -4,7 +4,9 @@
 :class:`lemon.spec.grammar.SpecGrammar`. It holds an llguidance ``LLMatcher`` for the current
 line's grammar; after every token that ends a line it advances the line state (new names,
 the budget) and compiles the next line's grammar (about a millisecond: each is a few rules).
-Before each token it writes the allowed-token bitmask (llguidance's, AND a fixed mask that
+Built line matchers are kept (an LRU of pristine copies) and cloned when the same line
+grammar comes up again, which is common across sequences. Before each token it writes the
+allowed-token bitmask (llguidance's, AND a fixed mask that
 forbids tokens holding a newline followed by anything but spaces, so a single token never
 reaches past the indentation of the next line, where the old grammar is no longer exact; the
 SmolLM2 and Qwen2.5 vocabularies have no such token, so this removes nothing they use).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,35 +110,53 @@ def _compiled(lark: str) -> str:
     return text
 
 
-class SpecMatcher:
-    """One sequence's constraint: mask before each token, consume after it."""
+_PRISTINE: OrderedDict[tuple[int, str], Any] = OrderedDict()
+_PRISTINE_LOCK = threading.Lock()
 
-    def __init__(self, grammar: SpecGrammar, tokenizer: GuideTokenizer) -> None:
+
+def _fresh_matcher(tokenizer: GuideTokenizer, lark: str) -> Any:
+    """A matcher at the start of ``lark``: a copy of a kept one when this grammar was built
+    before (building takes milliseconds, copying microseconds), else built and kept."""
+    key = (id(tokenizer), lark)
+    with _PRISTINE_LOCK:
+        kept = _PRISTINE.get(key)
+        if kept is not None:
+            _PRISTINE.move_to_end(key)
+            return kept.deep_copy()
+    llguidance = require_llguidance()
+    matcher = llguidance.LLMatcher(tokenizer.lltok, _compiled(lark))
+    if matcher.is_error():
+        raise SpecGrammarError(f"llguidance rejected the grammar: {matcher.get_error()}")
+    with _PRISTINE_LOCK:
+        _PRISTINE[key] = matcher
+        while len(_PRISTINE) > 1024:
+            _PRISTINE.popitem(last=False)
+    return matcher.deep_copy()
+
+
+class LarkMatcher:
+    """One sequence under a fixed Lark grammar: mask before each token, consume after it."""
+
+    line_rule = False
+    """Also apply the newline rule (:attr:`GuideTokenizer.line_safe`) to the mask."""
+
+    def __init__(self, grammar: LarkGrammar, tokenizer: GuideTokenizer) -> None:
         self.tokenizer = tokenizer
-        self.state: LineState = grammar.start()
-        self.line = bytearray()
-        self.used = 0
         self.finished = False
         self.error: str | None = None
-        self.rebuilds = 0
-        self._matcher = self._build()
-
-    def _build(self) -> Any:
-        llguidance = require_llguidance()
-        matcher = llguidance.LLMatcher(self.tokenizer.lltok, _compiled(self.state.lark()))
-        if matcher.is_error():
-            raise SpecGrammarError(f"llguidance rejected the line grammar: {matcher.get_error()}")
-        self.rebuilds += 1
-        return matcher
+        self.used = 0
+        self._matcher = _fresh_matcher(tokenizer, grammar.text)
 
     def fill_mask(self, row: Any) -> None:
-        """Write the allowed tokens into ``row`` (a C-contiguous int32 numpy vector)."""
+        """Write the allowed tokens into ``row`` (a C-contiguous int32 numpy vector); only the
+        end token once the sequence is finished or broken."""
         if self.finished or self.error is not None:
             row[:] = 0
             row[self.tokenizer.eos // 32] = 1 << (self.tokenizer.eos % 32)
             return
         self._matcher.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
-        row &= self.tokenizer.line_safe
+        if self.line_rule:
+            row &= self.tokenizer.line_safe
 
     def consume(self, token: int) -> None:
         """Advance past ``token`` (a token the mask allowed)."""
@@ -148,9 +169,26 @@ class SpecMatcher:
         if token == self.tokenizer.eos or self._matcher.is_stopped():
             self.finished = True
             return
-        piece = (
-            self.tokenizer.token_bytes[token] if token < len(self.tokenizer.token_bytes) else b""
-        )
+        self._after(token)
+
+    def _after(self, token: int) -> None:
+        """What a subclass does after an accepted token that did not end the sequence."""
+
+
+class SpecMatcher(LarkMatcher):
+    """One sequence under the spec grammar, its line grammar rebuilt at each newline."""
+
+    line_rule = True
+
+    def __init__(self, grammar: SpecGrammar, tokenizer: GuideTokenizer) -> None:
+        self.state: LineState = grammar.start()
+        self.line = bytearray()
+        self.rebuilds = 1
+        super().__init__(LarkGrammar(self.state.lark()), tokenizer)
+
+    def _after(self, token: int) -> None:
+        pieces = self.tokenizer.token_bytes
+        piece = pieces[token] if token < len(pieces) else b""
         if b"\n" not in piece:
             self.line += piece
             return
@@ -163,35 +201,8 @@ class SpecMatcher:
             return
         self.line = bytearray(tail)
         if not self.state.done:
-            self._matcher = self._build()
-
-
-class LarkMatcher:
-    """One sequence under a fixed Lark grammar (no state beyond llguidance's own)."""
-
-    def __init__(self, grammar: LarkGrammar, tokenizer: GuideTokenizer) -> None:
-        llguidance = require_llguidance()
-        self.tokenizer = tokenizer
-        self.finished = False
-        self.error: str | None = None
-        self._matcher = llguidance.LLMatcher(tokenizer.lltok, _compiled(grammar.text))
-        if self._matcher.is_error():
-            raise SpecGrammarError(f"invalid grammar: {self._matcher.get_error()}")
-
-    def fill_mask(self, row: Any) -> None:
-        if self.finished or self.error is not None:
-            row[:] = 0
-            row[self.tokenizer.eos // 32] = 1 << (self.tokenizer.eos % 32)
-            return
-        self._matcher.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
-
-    def consume(self, token: int) -> None:
-        if self.finished or self.error is not None:
-            return
-        if not self._matcher.consume_token(token):
-            self.error = f"token {token} was not allowed: {self._matcher.get_error()}"
-        elif token == self.tokenizer.eos or self._matcher.is_stopped():
-            self.finished = True
+            self.rebuilds += 1
+            self._matcher = _fresh_matcher(self.tokenizer, self.state.lark())
 
 
 def make_matcher(
