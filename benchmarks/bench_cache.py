@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import lemon.engine  # noqa: F401  (loads before lemon.policy: the two import each other)
 from lemon.backends.callcache import PersistentCallCache, wrap_backends
+from lemon.capacity import build_backends, close_backends, resolve_profile
 from lemon.data import Benchmark, split_items
-from lemon.policy.teacher import SearchSettings, search_teacher
-from lemon.profiles import build_backends, close_backends, resolve_profile
+from lemon.teaching import SearchSettings, search_teacher
 
 
 async def _search(

@@ -25,14 +25,13 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-import lemon.engine  # noqa: F401  (loads before lemon.policy: the two import each other)
 from lemon.backends.base import GenerationRequest, Message
 from lemon.backends.local import PACKAGED, ModelSource, load_model
 from lemon.data import Benchmark, split_items
 from lemon.policy.inference import DEFAULT_DECODING, extract_spec_text
 from lemon.policy.prompt import policy_messages
-from lemon.spec.errors import SpecError
 from lemon.spec.grammar import SpecGrammar
+from lemon.spec.issues import SpecError
 from lemon.spec.validation import parse_spec
 
 

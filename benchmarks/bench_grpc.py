@@ -152,8 +152,8 @@ async def _load(target: str, *, clients: int, per_client: int) -> dict[str, Any]
 
 async def _engine_only(profiles: Path, *, clients: int, per_client: int) -> dict[str, Any]:
     """The same runs in-process (run_task, one backend set), ``clients`` at a time."""
-    from lemon.engine.runner import run_task
-    from lemon.profiles import build_backends, close_backends, resolve_profile
+    from lemon.capacity import build_backends, close_backends, resolve_profile
+    from lemon.orchestration import run_task
 
     profile = resolve_profile("bench", files=[profiles])
     backends = build_backends(profile)

@@ -47,9 +47,9 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from lemon.learning.simulator import make_tasks, synthetic_messages
+    from lemon.learning.training_config import CounterfactualConfig
     from lemon.reward import RewardConfig
-    from lemon.training.config import CounterfactualConfig
-    from lemon.training.synthetic import make_tasks, synthetic_messages
     from lemon_train.common import load_model_and_tokenizer
     from lemon_train.credit import SpanCredit, group_advantages
     from lemon_train.grpo import CounterfactualGRPOTrainer

@@ -41,7 +41,9 @@ if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tes
 
 from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
 
-GROUP, VERSION, PLURAL = "lemon.ai", "v1alpha1", "lemonspecs"
+from lemon.resources.crds import GROUP, PLURALS, VERSION  # noqa: E402
+
+PLURAL = PLURALS["LemonSpec"]
 NAMESPACE = "bench"
 SPEC = {
     "agents": [

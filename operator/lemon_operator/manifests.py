@@ -8,16 +8,16 @@ from typing import Any
 
 import yaml
 
-from lemon.resources import TierSpec
-from lemon.resources.policy import PolicyServing, PolicyVersionEntry
-from lemon.resources.training import (
+from lemon.learning.training_config import TrainingConfig
+from lemon.resources import API_VERSION, TierSpec
+from lemon.resources.lemon_policy import PolicyServing, PolicyVersionEntry
+from lemon.resources.lemon_training import (
     CONFIG_PATH,
     DATA_MOUNT,
     OUTPUT_MOUNT,
     TrainingSpec,
 )
 from lemon.spec import Capacity
-from lemon.training.config import TrainingConfig
 
 __all__ = [
     "CONFIG_KEY",
@@ -122,7 +122,7 @@ def _predictor(model_source: str, *, served_as: str, serving: TierSpec | PolicyS
 
 def _owner(kind: str, name: str, uid: str) -> dict[str, Any]:
     return {
-        "apiVersion": "lemon.ai/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": kind,
         "name": name,
         "uid": uid,

@@ -10,23 +10,20 @@ whenever an InferenceService of the spec's profile changes.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from lemon.resources import CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
+from lemon.resources import API_VERSION, CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
 from lemon.spec import Capacity, SpecError, compile_spec, parse_spec
 from lemon.spec.models import Agent, LemonSpecBody
-from lemon_operator import kube, manifests, profiles, statuses
+from lemon_operator import capacity_profiles, kube, locking, manifests, statuses
 
 __all__ = ["DEFAULT_PROFILE", "reconcile_spec", "reconcile_specs_of_profile", "render_resource"]
 
 log = logging.getLogger(__name__)
 DEFAULT_PROFILE = "default"
-_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _AGENT_ORDER = list(Agent.model_fields)
 
 
@@ -45,7 +42,7 @@ def render_resource(*, name: str, spec: Mapping[str, Any]) -> str:
             _ordered(agent, _AGENT_ORDER) if isinstance(agent, dict) else agent for agent in agents
         ]
     document = {
-        "apiVersion": "lemon.ai/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "LemonSpec",
         "metadata": {"name": name},
         "spec": body,
@@ -59,9 +56,8 @@ def reconcile_spec(client: kube.Client, *, namespace: str, name: str) -> None:
     The object is read afresh under a per-object lock, so concurrent triggers (its own events and
     its profile's readiness changes) never record a stale view over a fresher one.
     """
-    with _locks[f"{namespace}/{name}"]:
-        current = client.get(kube.SPECS, namespace=namespace, name=name)
-        if current is None or current["metadata"].get("deletionTimestamp"):
+    with locking.latest(client, kube.SPECS, namespace=namespace, name=name) as current:
+        if current is None:
             return
         metadata = current["metadata"]
         _reconcile(
@@ -175,7 +171,7 @@ def _tiers(
         )
 
     found = client.get(kube.PROFILES, namespace=namespace, name=profile)
-    if found is None or found["metadata"].get("deletionTimestamp"):
+    if found is None or not locking.live(found):
         return [], tiers_condition(False, "ProfileNotFound", f"no LemonCapacityProfile {profile}")
     try:
         profile_spec = CapacityProfileSpec.model_validate(found.get("spec") or {})
@@ -187,17 +183,17 @@ def _tiers(
         return [], tiers_condition(
             False, "TierNotInProfile", f"profile {profile} has no {', '.join(missing)} tier"
         )
-    owned = profiles.owned_inference_services(client, namespace=namespace, name=profile)
+    owned = capacity_profiles.owned_inference_services(client, namespace=namespace, name=profile)
     for tier in needed:  # make sure they exist; the profile's reconcile keeps them up to date
         if tier.value not in owned:
-            manifest = manifests.build_inference_service(
-                profile,
+            capacity_profiles.create_tier(
+                client,
                 namespace=namespace,
+                profile=profile,
                 uid=found["metadata"]["uid"],
                 tier=tier,
                 spec=available[tier],
             )
-            client.create(kube.ISVC, body=manifest)
     tiers = [
         statuses.tier_status(
             tier, name=manifests.inference_service_name(profile, tier), isvc=owned.get(tier.value)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from lemon.engine.results import AgentResult, RunResult
-from lemon.spec.errors import Issue
+from lemon import events
+from lemon.engine.results import AgentResult
+from lemon.orchestration import TaskRun
+from lemon.spec.issues import Issue
 from lemon.spec.validation import ParsedSpec
 from lemon_service._proto import orchestrator_pb2 as pb
 
@@ -30,14 +29,14 @@ def agent_report(agent: AgentResult) -> pb.AgentReport:
     )
 
 
-def run_response(result: RunResult, *, request_id: str) -> pb.RunResponse:
+def run_response(result: TaskRun, *, request_id: str) -> pb.RunResponse:
     tokens = result.tokens()
     return pb.RunResponse(
         request_id=request_id,
         status=result.status.value,
         answer=result.answer or "",
         spec=result.spec,
-        spec_origin=str(result.extra.get("spec_origin", "")),
+        spec_origin=result.spec_origin,
         agents=[agent_report(agent) for agent in result.agents],
         tokens=pb.Tokens(
             prompt=tokens["prompt"], completion=tokens["completion"], total=tokens["total"]
@@ -51,40 +50,38 @@ def run_response(result: RunResult, *, request_id: str) -> pb.RunResponse:
     )
 
 
-def run_event(event: Mapping[str, Any], *, origin: str) -> pb.RunEvent | None:
+def run_event(event: events.Event, *, origin: str) -> pb.RunEvent | None:
     """The stream event for one trace event; None for events the stream does not carry
     (``spec_ready`` is sent with ``run_start``, which knows the DAG; ``run_finish`` becomes
     the final ``result``)."""
-    kind, t = event["event"], float(event["t"])
-    if kind == "run_start":
-        levels = [pb.Level(agents=list(level)) for level in event["levels"]]
-        ready = pb.SpecReady(origin=origin, output=event["output"], levels=levels)
+    t = event.t
+    if isinstance(event, events.RunStarted):
+        levels = [pb.Level(agents=list(level)) for level in event.levels]
+        ready = pb.SpecReady(origin=origin, output=event.output, levels=levels)
         return pb.RunEvent(t=t, spec_ready=ready)
-    if kind == "agent_start":
+    if isinstance(event, events.AgentStarted):
         started = pb.AgentStarted(
-            agent=event["agent"],
-            role=event["role"],
-            capacity=event["capacity"],
-            model=event.get("model", ""),
-            reused=bool(event.get("reused")),
+            agent=event.agent,
+            role=event.role,
+            capacity=event.capacity,
+            model=event.model,
+            reused=event.reused,
         )
         return pb.RunEvent(t=t, agent_started=started)
-    if kind == "agent_retry":
-        retry = pb.AgentRetry(
-            agent=event["agent"], attempt=event["attempt"], error=str(event["error"])
-        )
+    if isinstance(event, events.AgentRetrying):
+        retry = pb.AgentRetry(agent=event.agent, attempt=event.attempt, error=event.error)
         return pb.RunEvent(t=t, agent_retry=retry)
-    if kind == "agent_finish":
+    if isinstance(event, events.AgentFinished):
         finished = pb.AgentFinished(
-            agent=event["agent"],
-            status=event["status"],
-            prompt_tokens=event["prompt_tokens"],
-            completion_tokens=event["completion_tokens"],
-            latency_s=event["latency_s"],
-            attempts=event["attempts"],
-            reused=bool(event.get("reused")),
-            error=event.get("error") or "",
-            output=event.get("output", ""),
+            agent=event.agent,
+            status=event.status,
+            prompt_tokens=event.prompt_tokens,
+            completion_tokens=event.completion_tokens,
+            latency_s=event.latency_s,
+            attempts=event.attempts,
+            reused=event.reused,
+            error=event.error or "",
+            output=event.output,
         )
         return pb.RunEvent(t=t, agent_finished=finished)
     return None

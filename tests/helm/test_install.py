@@ -133,11 +133,12 @@ def test_deployments_hold_the_security_context_probes_and_images(installed: Kube
     assert operator["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
 
-def test_service_exposes_the_grpc_port(installed: Kubectl) -> None:
+def test_service_exposes_the_grpc_and_metrics_ports(installed: Kubectl) -> None:
     service = _get(installed, "service", "lemon-service", f"--namespace={NAMESPACE}")
-    (port,) = service["spec"]["ports"]
+    port, metrics = service["spec"]["ports"]
     assert (port["name"], port["port"], port["targetPort"]) == ("grpc", 50051, "grpc")
     assert port["appProtocol"] == "grpc"
+    assert (metrics["name"], metrics["port"], metrics["targetPort"]) == ("metrics", 9090, "metrics")
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "service"
 
 

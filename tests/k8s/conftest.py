@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -122,6 +123,12 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
     return kubectl
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class Operator:
     """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user."""
 
@@ -129,9 +136,16 @@ class Operator:
         self.kubeconfig = kubeconfig
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_port = _free_port()
+        """Where the operator serves its Prometheus metrics (``/metrics``)."""
 
     def start(self) -> None:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PYTHONUNBUFFERED": "1",
+            "LEMON_OPERATOR_METRICS_PORT": str(self.metrics_port),
+        }
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [str(BIN / "kopf"), "run", "-m", "lemon_operator.main", "--all-namespaces",

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from lemon.resources.training import OUTPUT_MOUNT, produced_version
-from lemon.training.config import TrainingConfig
+from lemon.learning.training_config import TrainingConfig
+from lemon.resources.lemon_training import OUTPUT_MOUNT, produced_version
 from lemon_operator import manifests
 from tests.conftest import ROOT
 from tests.k8s.conftest import FIXTURES, Kubectl, Operator, wait_for

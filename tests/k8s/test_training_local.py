@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from lemon.policy.version import read_policy
-from lemon.resources.training import CONFIG_PATH, DATA_MOUNT, OUTPUT_MOUNT, produced_version
+from lemon.resources.lemon_training import CONFIG_PATH, DATA_MOUNT, OUTPUT_MOUNT, produced_version
 from tests.conftest import LEMON, ROOT
 from tests.k8s.conftest import Kubectl, Operator
 from tests.k8s.test_operator import condition, get

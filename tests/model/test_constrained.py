@@ -14,22 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import lemon.engine  # noqa: F401  (loads before lemon.policy)
 from lemon.backends.base import BackendError, Decoding, GenerationRequest, LarkGrammar, Message
 from lemon.backends.callcache import PersistentCallCache
 from lemon.backends.guided import SpecMatcher, guide_tokenizer
-from lemon.backends.local import (
-    PACKAGED,
-    LocalBackend,
-    ModelSource,
-    _converted_packaged,
-    load_model,
-)
+from lemon.backends.local import PACKAGED, LocalBackend, ModelSource, load_model
 from lemon.backends.openai import OpenAIBackend
+from lemon.backends.packaged import converted_packaged_model
 from lemon.evals.baselines import BASELINES, baseline_spec
 from lemon.policy.inference import load_policy
 from lemon.policy.prompt import policy_messages
-from lemon.policy.template import template_spec
+from lemon.policy.template import TemplateVariant, template_spec
 from lemon.spec import compile_spec, format_spec, parse_spec
 from lemon.spec.grammar import GrammarLimits, SpecGrammar
 from tests.model.conftest import ModelServer
@@ -41,7 +35,7 @@ pytestmark = pytest.mark.model
 def tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(_converted_packaged("bfloat16")))
+    return AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
 
 
 def _check(text: str, *, tokens: int, budget: int) -> None:
@@ -88,7 +82,7 @@ def test_canonical_team_specs_are_inside_the_grammar(tokenizer: Any) -> None:
     is accepted token by token, so constraining a trained policy costs it nothing."""
     guide = guide_tokenizer(tokenizer, vocab=len(tokenizer))
     tasks = ["What is 2 + 3?", "Which? (A) x (B) y (C) z (D) w", "Write a Python function f(x)"]
-    specs = [template_spec(t, variant=v)[1] for t in tasks for v in ("default", "compute")]
+    specs = [template_spec(t, variant=v)[1] for t in tasks for v in TemplateVariant]
     specs += [baseline_spec(name, tasks[0]) for name in BASELINES]
     for spec in specs:
         text = format_spec(spec)

@@ -3,8 +3,9 @@ subprocess by the service tests: ``python -m tests.service.openai_server --port 
 --log FILE``.
 
 It answers ``/v1/chat/completions`` after ``--latency`` seconds and appends one line per event
-to ``--log`` (``start N``, ``answered N``, ``disconnected N``): the tests read it to see that a
-cancelled gRPC call really drops the server's in-flight HTTP calls and starts no new ones.
+to ``--log`` (``start N``, ``answered N``, ``disconnected N``, and ``traceparent VALUE N`` when
+the call carried one): the tests read it to see that a cancelled gRPC call really drops the
+server's in-flight HTTP calls and starts no new ones, and that traces reach the tier.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def make_app(*, latency: float, log: Path, answer: str) -> Any:
         counter += 1
         number = counter
         note("start", number)
+        headers = dict(scope.get("headers") or [])
+        if b"traceparent" in headers:  # sent only with tracing on
+            note(f"traceparent {headers[b'traceparent'].decode()}", number)
         request = json.loads(body)
         sleep = asyncio.ensure_future(asyncio.sleep(latency))
         gone = asyncio.ensure_future(receive())  # completes with http.disconnect if dropped

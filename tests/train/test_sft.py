@@ -21,8 +21,8 @@ pytestmark = pytest.mark.model
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from lemon.learning.training_config import load_config  # noqa: E402
 from lemon.policy.version import read_policy  # noqa: E402
-from lemon.training.config import load_config  # noqa: E402
 from lemon_train.common import TrainingError, load_model_and_tokenizer  # noqa: E402
 from lemon_train.sft import build_trainer, run  # noqa: E402
 

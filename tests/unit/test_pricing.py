@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from lemon.capacity import resolve_profile
 from lemon.engine.results import AgentResult, RunResult, RunStatus
+from lemon.learning.training_config import TrainingConfig
 from lemon.pricing import (
     DEFAULT_TIER_PRICES,
     UNIT_PRICES,
@@ -13,10 +15,8 @@ from lemon.pricing import (
     profile_prices,
     resolve_prices,
 )
-from lemon.profiles import resolve_profile
-from lemon.resources.profiles import CapacityProfileSpec
+from lemon.resources.capacity_profile import CapacityProfileSpec
 from lemon.reward import Outcome, RewardConfig, orchestration_reward, orchestration_rewards
-from lemon.training.config import TrainingConfig
 
 
 def test_default_prices_follow_parameter_counts() -> None:

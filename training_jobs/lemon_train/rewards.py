@@ -6,7 +6,7 @@ batch. For each completion it:
 1. decodes the completion's own token ids (and their character offsets, :mod:`.credit`);
 2. parses it with :func:`lemon.spec.validation.parse_spec`; invalid → ``invalid_reward``;
 3. scores the valid spec: :class:`SyntheticReward` in closed form (the simulator,
-   :mod:`lemon.training.synthetic`), :class:`EngineReward` by executing it with the configured
+   :mod:`lemon.learning.simulator`), :class:`EngineReward` by executing it with the configured
    profile's backends and one shared :class:`~lemon.engine.executor.CallCache`;
 4. when counterfactual credit is on, scores up to K single-field mutants of the enabled kinds
    (with the same cache, so only the agents whose inputs changed re-run) and records
@@ -27,14 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lemon.learning.simulator import SyntheticTask, evaluate, optimal
+from lemon.learning.training_config import CounterfactualConfig
 from lemon.pricing import resolve_prices
 from lemon.reward import Outcome, RewardConfig, orchestration_reward
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.mutations import Mutation, mutations
 from lemon.spec.spans import span_to_token_indices
 from lemon.spec.validation import ParsedSpec, parse_spec
-from lemon.training.config import CounterfactualConfig
-from lemon.training.synthetic import SyntheticTask, evaluate, optimal
 from lemon_train.credit import SpanCredit, token_offsets
 
 __all__ = ["BatchStats", "EngineReward", "SpecReward", "SyntheticReward"]
@@ -204,8 +204,8 @@ def _span(mutation: Mutation) -> tuple[int, int]:
 
 def task_from_row(row: Mapping[str, Any]) -> SyntheticTask:
     """The simulator task a dataset row describes (columns written by ``synthetic_dataset``)."""
+    from lemon.learning.simulator import Domain
     from lemon.spec.models import Capacity
-    from lemon.training.synthetic import Domain
 
     try:
         return SyntheticTask(
@@ -256,7 +256,7 @@ def answer_success(answer: str | None, gold: Any) -> float:
         return 0.0
     gold_text = str(gold).strip()
     if len(gold_text) == 1 and gold_text.upper() in "ABCDE":
-        return float(extract_letter(answer) == gold_text.upper())
+        return float(extract_letter(answer, options=tuple("ABCDE")) == gold_text.upper())
     try:
         value = float(gold_text.replace(",", ""))
     except ValueError:
@@ -282,8 +282,8 @@ class EngineReward(SpecReward):
     ) -> None:
         super().__init__(decode, rewards=rewards, counterfactual=counterfactual, seed=seed)
         self.call_cache = call_cache
+        from lemon.capacity import resolve_profile
         from lemon.engine.executor import CallCache
-        from lemon.profiles import resolve_profile
 
         self.profile = resolve_profile(profile, files=[profiles_file] if profiles_file else [])
         self.cache = CallCache()
@@ -292,7 +292,7 @@ class EngineReward(SpecReward):
     def _get_backends(self) -> Any:
         if self._backends is None:
             from lemon.backends.callcache import open_default_cache, wrap_backends
-            from lemon.profiles import build_backends
+            from lemon.capacity import build_backends
 
             cache = open_default_cache() if self.call_cache else None
             self._backends = wrap_backends(build_backends(self.profile), cache)
@@ -330,7 +330,7 @@ class EngineReward(SpecReward):
 
     async def aclose(self) -> None:
         if self._backends is not None:
-            from lemon.profiles import close_backends
+            from lemon.capacity import close_backends
 
             await close_backends(self._backends)
             self._backends = None

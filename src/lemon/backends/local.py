@@ -26,33 +26,24 @@ back with ``tolist()``, and the weight-only layers are imported when a model is 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import functools
-import os
-import shutil
-import sys
-import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
-from lemon.packaged import packaged_model
+from lemon.backends.packaged import converted_packaged_model, packaged_model, quiet_transformers
 
-__all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "cache_dir", "load_model"]
+__all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "load_model"]
 
 PACKAGED = "packaged:smollm2-135m-instruct"
 DTYPES = ("auto", "bfloat16", "float32", "float16", "float16-weights", "int8")
 """The dtypes an in-process model can run in (see :attr:`ModelSource.dtype`)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LEMON_CACHE_DIR", Path.home() / ".cache" / "lemon"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,72 +86,6 @@ def _cuda_available() -> bool:
     from transformers.utils.import_utils import is_torch_cuda_available
 
     return bool(is_torch_cuda_available())
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """No library warnings or progress bars that a user cannot act on while a model loads
-    (GGUF dequantization advice, per-tensor progress bars, some drawn by a bare ``tqdm`` on
-    ``sys.stderr``); errors still raise as exceptions."""
-    from transformers.utils import logging
-
-    hf_logging: Any = logging  # untyped functions
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def _converted_packaged(dtype: str = "bfloat16") -> Path:
-    """The packaged GGUF converted once to safetensors; returns the cached directory."""
-    target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-{dtype}"
-    if (target / "config.json").is_file():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    packaged = packaged_model()
-    print(
-        f"lemon: converting the packaged SmolLM2-135M-Instruct (GGUF) once to {target} ...",
-        file=sys.stderr,
-        flush=True,
-    )
-    started = time.monotonic()
-    with _quiet_transformers():
-        model: Any = AutoModelForCausalLM.from_pretrained(
-            str(packaged.directory), gguf_file=packaged.gguf_file, dtype=dtype
-        )
-        tokenizer = AutoTokenizer.from_pretrained(
-            str(packaged.directory), gguf_file=packaged.gguf_file
-        )
-    # transformers dequantizes GGUF weights on load but still marks the model as quantized,
-    # which blocks save_pretrained; the weights are plain tensors, so drop the marker.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    try:
-        with _quiet_transformers():
-            model.save_pretrained(temp)
-            tokenizer.save_pretrained(temp)
-        os.replace(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        if not (target / "config.json").is_file():  # another process may have won the race
-            raise
-    print(
-        f"lemon: converted in {time.monotonic() - started:.1f} s (later runs load the copy)",
-        file=sys.stderr,
-        flush=True,
-    )
-    return target
 
 
 @dataclass
@@ -445,8 +370,8 @@ def load_model(source: ModelSource) -> LocalModel:
             raise ValueError(f"dtype {dtype} runs on the CPU only, not on {device}; use bfloat16")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = str(_converted_packaged("bfloat16")) if source.is_packaged else source.name
-        with _quiet_transformers():
+        path = str(converted_packaged_model("bfloat16")) if source.is_packaged else source.name
+        with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(path)
             model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype(dtype))
         tokenizer.padding_side = "left"

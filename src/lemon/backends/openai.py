@@ -4,6 +4,8 @@ This is the one module that talks to OpenAI-compatible endpoints. Token usage co
 response's ``usage``. Errors are classified for the executor's retry policy: 429, 5xx,
 connection resets and timeouts are transient; other 4xx and malformed responses are not.
 
+With tracing on, each request carries the W3C ``traceparent`` of its call's span.
+
 Grammars: a request with a fixed :class:`~lemon.backends.base.LarkGrammar` sends it in the
 server's dialect (``grammar_dialect``): ``vllm`` as ``structured_outputs.grammar`` (vLLM
 0.10 and later, guidance backend), ``guided`` as ``guided_grammar`` (older vLLM), ``llamacpp``
@@ -24,6 +26,7 @@ import httpx
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest, LarkGrammar
 from lemon.spec.grammar import SpecGrammar, SpecGrammarError
+from lemon.telemetry import trace_headers
 
 GrammarDialect = Literal["vllm", "guided", "llamacpp"]
 
@@ -107,7 +110,8 @@ class OpenAIBackend:
     async def _post(self, request: GenerationRequest) -> Generation:
         path, payload = self._payload(request)
         try:
-            response = await self._client.post(path, json=payload)
+            # the current span (this call's, when tracing is on) continues on the server
+            response = await self._client.post(path, json=payload, headers=trace_headers())
         except httpx.TimeoutException as exc:
             raise BackendError(
                 f"timeout calling {self.base_url}{path}: {exc!r}", transient=True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -27,6 +27,9 @@ class AgentResult:
     role: str
     capacity: str
     model: str = ""
+    """What answered: a backend's model id, or ``tool:NAME`` for a tool role."""
+    tool: bool = False
+    """A tool role's agent: no model call, zero tokens (see :mod:`lemon.engine.tools`)."""
     status: AgentStatus = AgentStatus.SKIPPED
     output: str = ""
     prompt_tokens: int = 0
@@ -67,11 +70,8 @@ class RunResult:
     agents: list[AgentResult]
     wall_s: float
     critical_path: tuple[str, ...]
-    profile: str = ""
-    profile_note: str = ""
     error: str | None = None
     reused_calls: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def prompt_tokens(self) -> int:
@@ -83,12 +83,8 @@ class RunResult:
 
     @property
     def calls(self) -> int:
-        """Model calls actually made (reused answers and tool agents cost none)."""
-        return sum(
-            a.attempts
-            for a in self.agents
-            if not a.reused and not a.cached and not a.model.startswith("tool:")
-        )
+        """Model calls actually made (reused answers, call-cache hits and tool agents cost none)."""
+        return sum(a.attempts for a in self.agents if not a.reused and not a.cached and not a.tool)
 
     @property
     def cache_hits(self) -> int:
@@ -121,11 +117,8 @@ class RunResult:
             "wall_s": round(self.wall_s, 4),
             "status": self.status.value,
             "error": self.error,
-            "profile": self.profile,
-            "profile_note": self.profile_note,
             "critical_path": list(self.critical_path),
             "calls": self.calls,
             "reused_calls": self.reused_calls,
             "cache_hits": self.cache_hits,
-            **self.extra,
         }

@@ -20,6 +20,7 @@ __all__ = [
     "KIND",
     "Agent",
     "AgentName",
+    "ApiVersion",
     "Capacity",
     "LemonSpec",
     "LemonSpecBody",
@@ -27,7 +28,9 @@ __all__ = [
     "Spec",
 ]
 
-API_VERSION = "lemon.ai/v1alpha1"
+ApiVersion = Literal["lemon.ai/v1alpha1"]
+"""The ``apiVersion`` of every LEMON kind (group ``lemon.ai``, version ``v1alpha1``)."""
+API_VERSION: ApiVersion = "lemon.ai/v1alpha1"
 KIND = "LemonSpec"
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 HARD_MAX_AGENTS = 1024
@@ -127,7 +130,7 @@ class LemonSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    apiVersion: Literal["lemon.ai/v1alpha1"]
+    apiVersion: ApiVersion
     kind: Literal["LemonSpec"]
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: LemonSpecBody
