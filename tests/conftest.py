@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# The persistent call cache stays off in tests unless a test turns it on (with its own file):
+# a cache shared across test runs would answer calls whose counts the tests check.
+os.environ.setdefault("LEMON_CALL_CACHE", "off")
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples" / "specs").glob("*.yaml"))
 LEMON = Path(sys.executable).with_name("lemon")

@@ -5,7 +5,8 @@ up, and say where everything came from.
 the :class:`Plan`: the policy writes its spec for that kind, the executor's prefills follow
 from it, and the spec's canonical text is formatted once. :func:`run_task` runs a plan on a
 capacity profile and returns a :class:`TaskRun`: the engine's result with the spec's origin,
-the policy's decision and the profile (with a note saying in words what each tier runs).
+the policy's decision, the profile (with a note saying in words what each tier runs) and the
+run's tier-priced cost (:mod:`lemon.pricing`: the profile's prices, else the defaults).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from lemon.engine.results import RunResult
 from lemon.events import SpecReady, TraceWriter
 from lemon.policy.inference import PolicyDecision, SpecPolicy, TemplatePolicy
 from lemon.policy.template import TemplateVariant
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices, resolve_prices
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.roles import RoleLibrary
@@ -55,6 +57,13 @@ class TaskRun(RunResult):
     profile: str = ""
     profile_note: str = ""
     """The profile in words: which model each tier runs (all tiers may share one)."""
+    tier_prices: TierPrices = DEFAULT_TIER_PRICES
+    """The prices the run's cost is weighed with (the profile's, else the defaults)."""
+
+    @property
+    def priced_tokens(self) -> float:
+        """Worker tokens weighed by their tier's price."""
+        return self.tier_prices.priced(self.tokens_by_tier())
 
     def to_json(self) -> dict[str, Any]:
         data = RunResult.to_json(self)
@@ -62,6 +71,8 @@ class TaskRun(RunResult):
             "profile": self.profile,
             "profile_note": self.profile_note,
             "spec_origin": self.spec_origin,
+            "priced_tokens": round(self.priced_tokens, 3),
+            "tier_prices": self.tier_prices.to_json(),
         }
         if self.policy is not None and self.policy.attempts:
             data["policy"] = self.policy.to_json()
@@ -156,4 +167,5 @@ async def run_task(
         policy=plan.decision,
         profile=profile.name,
         profile_note=note,
+        tier_prices=resolve_prices(profile=profile),
     )

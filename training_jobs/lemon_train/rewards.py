@@ -29,6 +29,7 @@ from typing import Any
 
 from lemon.learning.simulator import SyntheticTask, evaluate, optimal
 from lemon.learning.training_config import CounterfactualConfig
+from lemon.pricing import resolve_prices
 from lemon.reward import Outcome, RewardConfig, orchestration_reward
 from lemon.spec.issues import SpecError
 from lemon.spec.mutations import Mutation, mutations
@@ -110,6 +111,7 @@ class SpecReward:
         return orchestration_reward(
             outcome.success,
             worker_tokens=outcome.worker_tokens,
+            priced_tokens=outcome.priced_tokens,
             agents=outcome.agents,
             edges=outcome.edges,
             valid=outcome.valid,
@@ -264,7 +266,8 @@ def answer_success(answer: str | None, gold: Any) -> float:
 
 
 class EngineReward(SpecReward):
-    """R_orch by executing each spec on the profile's backends (one shared reuse cache)."""
+    """R_orch by executing each spec on the profile's backends (one shared reuse cache, over
+    the persistent call cache unless ``call_cache`` is False or ``$LEMON_CALL_CACHE=off``)."""
 
     def __init__(
         self,
@@ -275,8 +278,10 @@ class EngineReward(SpecReward):
         profile: str,
         profiles_file: str | None = None,
         seed: int = 0,
+        call_cache: bool = True,
     ) -> None:
         super().__init__(decode, rewards=rewards, counterfactual=counterfactual, seed=seed)
+        self.call_cache = call_cache
         from lemon.capacity import resolve_profile
         from lemon.engine.executor import CallCache
 
@@ -286,9 +291,11 @@ class EngineReward(SpecReward):
 
     def _get_backends(self) -> Any:
         if self._backends is None:
+            from lemon.backends.callcache import open_default_cache, wrap_backends
             from lemon.capacity import build_backends
 
-            self._backends = build_backends(self.profile)
+            cache = open_default_cache() if self.call_cache else None
+            self._backends = wrap_backends(build_backends(self.profile), cache)
         return self._backends
 
     async def _run(self, spec: Any, output: str, row: Mapping[str, Any]) -> Outcome:
@@ -303,10 +310,12 @@ class EngineReward(SpecReward):
             cache=self.cache,
             profile=self.profile.name,
         )
+        prices = resolve_prices(self.rewards.tier_prices, profile=self.profile)
         return Outcome(
             valid=True,
             success=answer_success(result.answer, row.get("answer")),
             worker_tokens=result.prompt_tokens + result.completion_tokens,
+            priced_tokens=prices.priced(result.tokens_by_tier()),
             agents=len(spec.agents),
             edges=sum(len(a.depends_on) for a in spec.agents),
         )

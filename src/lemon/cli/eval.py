@@ -12,10 +12,12 @@ from typing import Any
 from lemon.cli.options import (
     EXIT_OK,
     UsageError,
+    add_call_cache_option,
     add_item_options,
     add_json_option,
     add_policy_options,
     add_profile_options,
+    open_call_cache,
     open_policy,
     resolve_profile_option,
     select_items,
@@ -32,6 +34,8 @@ def _method(args: argparse.Namespace) -> str:
         raise UsageError("give at most one of --spec, --baseline, --policy")
     if args.specs_only and not args.policy:
         raise UsageError("--specs-only needs --policy (it checks the specs a policy writes)")
+    if args.policy_constrained and not args.policy:
+        raise UsageError("--policy-constrained needs --policy")
     if args.policy:
         return f"policy:{args.policy}"
     if args.spec:
@@ -52,8 +56,10 @@ def _method(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lemon.backends.callcache import wrap_backends
     from lemon.capacity import build_backends, close_backends
     from lemon.evals.loop import EvalSettings, evaluate, print_progress
+    from lemon.pricing import resolve_prices
 
     items = select_items(args)
     method = _method(args)
@@ -62,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
     out_dir = Path(args.out) / name
     settings = EvalSettings(
+        prices=resolve_prices(profile=profile),
         method=method,
         max_tokens=args.max_tokens,
         concurrency=args.concurrency,
@@ -80,9 +87,11 @@ def run(args: argparse.Namespace) -> int:
     if args.policy:
         policy = open_policy(args)
         meta["policy"] = policy.label
+        meta["policy_constrained"] = bool(args.policy_constrained)
+    cache = None if args.specs_only else open_call_cache(args)
 
     async def go() -> dict[str, Any]:
-        backends = {} if args.specs_only else build_backends(profile)
+        backends = {} if args.specs_only else wrap_backends(build_backends(profile), cache)
         try:
             return await evaluate(
                 items,
@@ -105,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         lo, hi = summary["ci95"]
         print(
             f"{name}: accuracy {summary['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {summary['n']} "
-            f"items, {summary['mean_tokens']:.0f} worker tokens per item -> {out_dir}"
+            f"items, {summary['mean_tokens']:.0f} worker tokens per item "
+            f"({summary['mean_priced_tokens']:.0f} tier-priced) -> {out_dir}"
         )
     return EXIT_OK
 
@@ -136,6 +146,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--concurrency", type=int, default=4, help="items in flight")
     p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
+    add_call_cache_option(p)
     add_json_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from lemon.spec.validation import DEFAULT_MAX_AGENTS
 
 if TYPE_CHECKING:
+    from lemon.backends.callcache import PersistentCallCache
     from lemon.capacity import CapacityProfile
     from lemon.data.items import Item, NumericItem
     from lemon.policy.inference import LearnedPolicy
@@ -29,6 +30,7 @@ __all__ = [
     "EXIT_USAGE",
     "SAMPLE_ID",
     "UsageError",
+    "add_call_cache_option",
     "add_data_dir_option",
     "add_item_options",
     "add_json_option",
@@ -36,6 +38,7 @@ __all__ = [
     "add_profile_options",
     "add_roles_option",
     "add_spec_options",
+    "open_call_cache",
     "open_policy",
     "parse_spec_file",
     "print_warnings",
@@ -230,6 +233,20 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_POLICY_TOKENS,
         help=f"longest spec the policy may write, in tokens (default {DEFAULT_POLICY_TOKENS})",
     )
+    parser.add_argument(
+        "--policy-constrained",
+        action="store_true",
+        help="decode the policy under the spec grammar (names unique, depends_on only on "
+        "earlier agents, closes within --policy-max-tokens): every spec is valid",
+    )
+    parser.add_argument(
+        "--policy-grammar",
+        choices=["vllm", "guided", "llamacpp"],
+        default="vllm",
+        help="with --policy URL --policy-constrained: how the server takes a grammar "
+        "(vllm: structured_outputs.grammar; guided: guided_grammar; llamacpp: grammar with "
+        "%%llguidance, which needs a llama.cpp built with LLGUIDANCE)",
+    )
 
 
 def open_policy(args: argparse.Namespace) -> LearnedPolicy:
@@ -240,15 +257,43 @@ def open_policy(args: argparse.Namespace) -> LearnedPolicy:
     if args.policy_attempts < 1 or args.policy_max_tokens < 1:
         raise UsageError("--policy-attempts and --policy-max-tokens must be at least 1")
     decoding = replace(DEFAULT_DECODING, max_tokens=args.policy_max_tokens)
+    if args.policy_constrained:
+        from lemon.spec.grammar import SpecGrammar, SpecGrammarError
+
+        try:
+            SpecGrammar.build(budget=args.policy_max_tokens)
+        except SpecGrammarError as exc:
+            raise UsageError(f"--policy-constrained: {exc}") from None
     try:
         return load_policy(
             args.policy,
             model=args.policy_model,
             max_attempts=args.policy_attempts,
             decoding=decoding,
+            constrained=args.policy_constrained,
+            grammar_dialect=args.policy_grammar,
         )
     except PolicyVersionError as exc:
         raise UsageError(f"--policy: {exc}") from None
+
+
+# ── the persistent call cache ────────────────────────────────────────────────────────────
+
+
+def add_call_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-call-cache",
+        action="store_true",
+        help="do not read or write the persistent call cache ($LEMON_CALL_CACHE; lemon cache)",
+    )
+
+
+def open_call_cache(args: argparse.Namespace) -> PersistentCallCache | None:
+    """The persistent call cache the workers go through (None with ``--no-call-cache`` or
+    ``$LEMON_CALL_CACHE=off``)."""
+    from lemon.backends.callcache import open_default_cache
+
+    return None if args.no_call_cache else open_default_cache()
 
 
 # ── the sample task ──────────────────────────────────────────────────────────────────────

@@ -99,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.policy is not None and parsed is not None:
         raise UsageError("give --spec or --policy, not both")
+    if args.policy_constrained and args.policy is None:
+        raise UsageError("--policy-constrained needs --policy")
     policy = open_policy(args) if args.policy is not None else None
     sample = sample_item() if args.task is None else None
     task = sample.question if sample is not None else args.task
@@ -149,7 +151,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "run",
         help="run a task end to end (spec, agents, answer)",
-        description="Run a task: the template policy (or --spec) writes the "
+        description="Run a task: the template policy (or --policy, or --spec) writes the "
         "team, the agents run on the profile's tiers, the answer is printed.",
     )
     p.add_argument(

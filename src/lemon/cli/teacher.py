@@ -13,9 +13,11 @@ from typing import Any
 from lemon.cli.options import (
     EXIT_OK,
     UsageError,
+    add_call_cache_option,
     add_item_options,
     add_json_option,
     add_profile_options,
+    open_call_cache,
     resolve_profile_option,
     select_items,
 )
@@ -44,13 +46,15 @@ def _report(args: argparse.Namespace, stats: Any) -> int:
         print(
             f"{stats.written} rows written to {args.out} ({stats.rejected} rejected, "
             f"{stats.skipped_done} already there, {stats.executions} spec executions, "
-            f"{stats.reused_calls} calls reused)"
+            f"{stats.reused_calls} calls reused, {stats.cache_hits} from the call cache)"
         )
     return EXIT_OK
 
 
 def run_search(args: argparse.Namespace) -> int:
+    from lemon.backends.callcache import wrap_backends
     from lemon.capacity import build_backends, close_backends
+    from lemon.pricing import profile_prices
     from lemon.teaching import SearchSettings, search_teacher
 
     if args.candidates < 1 or args.max_tokens < 1 or args.concurrency < 1:
@@ -58,11 +62,15 @@ def run_search(args: argparse.Namespace) -> int:
     profile = resolve_profile_option(args)
     items = select_items(args)
     settings = SearchSettings(
-        candidates=args.candidates, max_tokens=args.max_tokens, concurrency=args.concurrency
+        candidates=args.candidates,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        prices=profile_prices(profile),
     )
+    cache = open_call_cache(args)
 
     async def go() -> Any:
-        backends = build_backends(profile)
+        backends = wrap_backends(build_backends(profile), cache)
         try:
             return await search_teacher(
                 items,
@@ -122,6 +130,7 @@ def register(sub: Any) -> None:
     s.add_argument("--max-tokens", type=int, default=128, help="per agent (default 128)")
     s.add_argument("--concurrency", type=int, default=2, help="items in flight")
     add_profile_options(s)
+    add_call_cache_option(s)
     s.set_defaults(handler=run_search)
     llm = teachers.add_parser("llm", help="few-shot an LLM behind an OpenAI-compatible URL")
     _common(llm)

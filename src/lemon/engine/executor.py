@@ -344,6 +344,7 @@ class _Run:
                 delay = min(delay * 2, self.options.backoff_max_s)
                 continue
             self._accept(result, generation, latency=time.perf_counter() - started)
+            result.cached = generation.cached
             return generation
 
 

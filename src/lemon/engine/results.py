@@ -37,6 +37,8 @@ class AgentResult:
     latency_s: float = 0.0
     attempts: int = 0
     reused: bool = False
+    cached: bool = False
+    """Answered from the persistent call cache (no model call)."""
     error: str | None = None
     started_s: float | None = None
     finished_s: float | None = None
@@ -54,6 +56,7 @@ class AgentResult:
             "output": self.output,
             "attempts": self.attempts,
             "reused": self.reused,
+            "cached": self.cached,
             "error": self.error,
         }
 
@@ -80,8 +83,13 @@ class RunResult:
 
     @property
     def calls(self) -> int:
-        """Model calls actually made (reused answers and tool agents cost none)."""
-        return sum(a.attempts for a in self.agents if not a.reused and not a.tool)
+        """Model calls actually made (reused answers, call-cache hits and tool agents cost none)."""
+        return sum(a.attempts for a in self.agents if not a.reused and not a.cached and not a.tool)
+
+    @property
+    def cache_hits(self) -> int:
+        """Calls answered from the persistent call cache."""
+        return sum(a.cached for a in self.agents)
 
     def tokens(self) -> dict[str, int]:
         """Worker tokens of the spec: reused answers count what they cost when computed, so a
@@ -89,16 +97,28 @@ class RunResult:
         prompt, completion = self.prompt_tokens, self.completion_tokens
         return {"prompt": prompt, "completion": completion, "total": prompt + completion}
 
+    def tokens_by_tier(self) -> dict[str, int]:
+        """Worker tokens per capacity tier (tool agents spend none)."""
+        out: dict[str, int] = {}
+        for agent in self.agents:
+            if agent.prompt_tokens or agent.completion_tokens:
+                out[agent.capacity] = (
+                    out.get(agent.capacity, 0) + agent.prompt_tokens + agent.completion_tokens
+                )
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
             "spec": self.spec,
             "agents": [agent.to_json() for agent in self.agents],
             "tokens": self.tokens(),
+            "tokens_by_tier": self.tokens_by_tier(),
             "wall_s": round(self.wall_s, 4),
             "status": self.status.value,
             "error": self.error,
             "critical_path": list(self.critical_path),
             "calls": self.calls,
             "reused_calls": self.reused_calls,
+            "cache_hits": self.cache_hits,
         }

@@ -26,6 +26,7 @@ from lemon.engine.executor import ExecutionOptions, execute
 from lemon.evals.baselines import BASELINES, baseline_spec
 from lemon.jsonl import RecordFile, read_records
 from lemon.policy.inference import SpecPolicy
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Capacity, Spec
 from lemon.tasks import TaskKind, classify_task, item_prefills, task_text
@@ -46,6 +47,8 @@ class EvalSettings:
     deadline_s: float = 900.0
     specs_only: bool = False
     """Only write (and validate) each item's spec; run no worker (policy validity checks)."""
+    prices: TierPrices = DEFAULT_TIER_PRICES
+    """Tier prices for the tier-priced cost (the profile's, else the defaults)."""
 
 
 @dataclass(slots=True)
@@ -57,7 +60,11 @@ class ItemRecord:
     extracted: float | str | None = None
     correct: bool = False
     tokens: int = 0
+    priced_tokens: float = 0.0
+    """Worker tokens weighed by their tier's price (:mod:`lemon.pricing`)."""
     calls: int = 0
+    cache_hits: int = 0
+    """Worker calls answered from the persistent call cache."""
     wall_s: float = 0.0
     status: str = "succeeded"
     error: str | None = None
@@ -74,7 +81,9 @@ class ItemRecord:
             "extracted": self.extracted,
             "correct": self.correct,
             "tokens": self.tokens,
+            "priced_tokens": round(self.priced_tokens, 3),
             "calls": self.calls,
+            "cache_hits": self.cache_hits,
             "wall_s": round(self.wall_s, 3),
             "status": self.status,
             "error": self.error,
@@ -116,7 +125,9 @@ async def _run_item(
         )
         result = await execute(spec, task=task, backends=backends, options=options, spec_text=text)
         record.tokens += result.tokens()["total"]
+        record.priced_tokens += settings.prices.priced(result.tokens_by_tier())
         record.calls += result.calls
+        record.cache_hits += result.cache_hits
         if result.answer is None:
             record.error = result.error
             continue
@@ -172,6 +183,7 @@ def summarize(
     n = len(records)
     correct = sum(bool(r["correct"]) for r in records)
     tokens = sum(int(r["tokens"]) for r in records)
+    priced = sum(float(r.get("priced_tokens", r["tokens"])) for r in records)
     policy = [r["policy"] for r in records if r.get("policy") is not None]
     extra: dict[str, Any] = {}
     if policy:
@@ -189,7 +201,9 @@ def summarize(
         "ci95": list(wilson_interval(correct, n)),
         "mean_tokens": tokens / n if n else 0.0,
         "total_tokens": tokens,
+        "mean_priced_tokens": priced / n if n else 0.0,
         "calls": sum(int(r["calls"]) for r in records),
+        "cache_hits": sum(int(r.get("cache_hits", 0)) for r in records),
         "failed_runs": sum(r["status"] not in ("succeeded", "spec_only") for r in records),
         "mean_wall_s": sum(float(r["wall_s"]) for r in records) / n if n else 0.0,
         **extra,
@@ -272,7 +286,13 @@ async def evaluate(
     await records_file.append_each(items, key=lambda item: item.id, work=one, on_record=count)
     records = [r for i, r in read_records(items_path).items() if i in by_id]
     summary = summarize(
-        records, settings={**meta, "method": settings.method, "max_tokens": settings.max_tokens}
+        records,
+        settings={
+            **meta,
+            "method": settings.method,
+            "max_tokens": settings.max_tokens,
+            "tier_prices": settings.prices.to_json(),
+        },
     )
     atomic.write_json(out_dir / "summary.json", summary)
     return summary

@@ -16,18 +16,22 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
 from lemon.events import PolicyAttempted, PolicyFellBack, TraceWriter
 from lemon.policy.prompt import policy_messages, repair_messages
 from lemon.policy.template import TemplateVariant
 from lemon.spec.formatting import format_spec
+from lemon.spec.grammar import GrammarLimits, SpecGrammar
 from lemon.spec.issues import SpecError
 from lemon.spec.models import Spec
 from lemon.spec.roles import RoleLibrary
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
 from lemon.tasks import TaskKind, classify_task
+
+if TYPE_CHECKING:
+    from lemon.backends.openai import GrammarDialect
 
 __all__ = [
     "LearnedPolicy",
@@ -162,9 +166,14 @@ class LearnedPolicy:
         max_attempts: int = 2,
         decoding: Decoding = DEFAULT_DECODING,
         fallback: SpecPolicy | None = None,
+        constrained: bool = False,
+        limits: GrammarLimits | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        self.constrained = constrained
+        """Decode under the spec grammar (:mod:`lemon.spec.grammar`): every spec is valid."""
+        self.limits = limits
         self.backend = backend
         self.name = name
         self.max_attempts = max_attempts
@@ -173,7 +182,14 @@ class LearnedPolicy:
 
     @property
     def label(self) -> str:
-        return f"learned policy {self.name} ({self.backend.label})"
+        how = ", constrained to the spec grammar" if self.constrained else ""
+        return f"learned policy {self.name} ({self.backend.label}{how})"
+
+    def constraint(self, roles: RoleLibrary | None) -> SpecGrammar | None:
+        """The grammar each request carries (None when unconstrained)."""
+        if not self.constrained:
+            return None
+        return SpecGrammar.build(budget=self.decoding.max_tokens, roles=roles, limits=self.limits)
 
     async def write_spec(
         self,
@@ -187,10 +203,12 @@ class LearnedPolicy:
         messages = policy_messages(task, roles=roles)
         options = ValidationOptions(roles=roles) if roles is not None else ValidationOptions()
         attempts: list[PolicyAttempt] = []
+        constraint = self.constraint(roles)
         for number in range(1, self.max_attempts + 1):
             request = GenerationRequest(
                 messages=tuple(Message(m["role"], m["content"]) for m in messages),  # type: ignore[arg-type]  # roles come from policy_messages
                 decoding=self.decoding,
+                constraint=constraint,
             )
             try:
                 generation = await self.backend.generate(request)
@@ -254,6 +272,8 @@ def load_policy(
     decoding: Decoding = DEFAULT_DECODING,
     dtype: str = "auto",
     device: str = "auto",
+    constrained: bool = False,
+    grammar_dialect: GrammarDialect = "vllm",
 ) -> LearnedPolicy:
     """A learned policy from a policy-version directory (loaded in-process, lazily), an
     OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model), or
@@ -262,8 +282,13 @@ def load_policy(
     if text.startswith(("http://", "https://")):
         from lemon.backends.openai import OpenAIBackend
 
-        backend: Backend = OpenAIBackend(text, model=model or "policy", tier="policy")
-        return LearnedPolicy(backend, name=text, max_attempts=max_attempts, decoding=decoding)
+        backend: Backend = OpenAIBackend(
+            text, model=model or "policy", tier="policy", grammar_dialect=grammar_dialect
+        )
+        return LearnedPolicy(
+            backend, name=text, max_attempts=max_attempts, decoding=decoding,
+            constrained=constrained,
+        )  # fmt: skip
     from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
     from lemon.policy.version import read_policy
 
@@ -271,11 +296,13 @@ def load_policy(
         backend = LocalBackend(ModelSource(PACKAGED, dtype=dtype, device=device), tier="policy")
         return LearnedPolicy(
             backend, name="packaged SmolLM2-135M-Instruct (base, untrained)",
-            max_attempts=max_attempts, decoding=decoding,
+            max_attempts=max_attempts, decoding=decoding, constrained=constrained,
         )  # fmt: skip
 
     meta = read_policy(text)  # PolicyVersionError when the directory is not a complete version
     path = str(Path(text).resolve())
     backend = LocalBackend(ModelSource(path, dtype=dtype, device=device), tier="policy")
     name = f"{meta.policy}@{meta.version} ({meta.stage})"
-    return LearnedPolicy(backend, name=name, max_attempts=max_attempts, decoding=decoding)
+    return LearnedPolicy(
+        backend, name=name, max_attempts=max_attempts, decoding=decoding, constrained=constrained
+    )

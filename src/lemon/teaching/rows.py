@@ -45,6 +45,8 @@ class TeacherStats:
     rejected: int = 0
     executions: int = 0
     reused_calls: int = 0
+    cache_hits: int = 0
+    """Calls answered from the persistent call cache."""
     details: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -55,6 +57,7 @@ class TeacherStats:
             "rejected": self.rejected,
             "executions": self.executions,
             "reused_calls": self.reused_calls,
+            "cache_hits": self.cache_hits,
         }
 
 

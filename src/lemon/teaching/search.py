@@ -3,9 +3,11 @@
 Candidates, in a fixed order: the template policy's team, its compute variant (maths), the
 fixed teams of :mod:`lemon.policy.teams`, and every single-field mutant of the template. Each is
 executed on the configured capacity profile (one reuse cache per item, so mutants re-run only
-what changed) and scored; the candidate with the highest R_orch is written (ties: the first
+what changed; the backends may answer from the persistent call cache,
+:mod:`lemon.backends.callcache`) and scored with R_orch on tier-priced worker tokens
+(:mod:`lemon.pricing`); the candidate with the highest R_orch is written (ties: the first
 candidate, so the order is part of the method). The row's provenance records every
-candidate's reward.
+candidate's reward and the tier prices used.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.policy.prompt import spec_completion
 from lemon.policy.teams import Team, team_spec
 from lemon.policy.template import TemplateVariant, template_spec
+from lemon.pricing import TierPrices, resolve_prices
 from lemon.reward import RewardConfig, orchestration_reward
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.mutations import mutations
@@ -71,6 +74,9 @@ class SearchSettings:
     concurrency: int = 2
     rewards: RewardConfig = field(default_factory=RewardConfig)
     deadline_s: float = 900.0
+    prices: TierPrices | None = None
+    """Tier prices of the workers' profile (None: ``rewards.tier_prices``, else the defaults);
+    ``rewards.tier_prices``, when set, wins over these."""
 
 
 def _success(item: Item, answer: str | None) -> float:
@@ -96,6 +102,7 @@ async def search_teacher(
     """Execute candidate specs per item and append the best (by R_orch) as an SFT row."""
     semaphore = asyncio.Semaphore(settings.concurrency)
     workers = sorted({b.label for b in backends.values()})
+    prices = settings.rewards.tier_prices or settings.prices or resolve_prices()
 
     async def row(item: Item, stats: TeacherStats) -> dict[str, Any] | None:
         task = task_text(item)
@@ -114,11 +121,14 @@ async def search_teacher(
                 )
                 stats.executions += 1
                 stats.reused_calls += result.reused_calls
+                stats.cache_hits += result.cache_hits
                 success = _success(item, result.answer) if result.status == "succeeded" else 0.0
                 tokens = result.tokens()["total"]
+                priced = prices.priced(result.tokens_by_tier())
                 reward = orchestration_reward(
                     success,
                     worker_tokens=tokens,
+                    priced_tokens=priced,
                     agents=len(candidate.spec.agents),
                     edges=sum(len(a.depends_on) for a in candidate.spec.agents),
                     valid=result.status == "succeeded",
@@ -130,6 +140,7 @@ async def search_teacher(
                         "reward": round(reward, 6),
                         "success": success,
                         "worker_tokens": tokens,
+                        "priced_tokens": round(priced, 3),
                         "status": result.status,
                     }
                 )
@@ -142,7 +153,8 @@ async def search_teacher(
             "teacher": "search",
             "benchmark": item.benchmark.value,
             "chosen": best[1].origin,
-            **{k: chosen[k] for k in ("reward", "success", "worker_tokens")},
+            **{k: chosen[k] for k in ("reward", "success", "worker_tokens", "priced_tokens")},
+            "tier_prices": prices.to_json(),
             "workers": workers,
             "candidates": scored,
         }
