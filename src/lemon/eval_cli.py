@@ -47,6 +47,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from lemon.data.splits import split_items
     from lemon.evals.runner import EvalSettings, evaluate, print_progress
     from lemon.profiles import build_backends, close_backends, resolve_profile
+    from lemon.spec.models import Capacity
 
     try:
         benchmark = Benchmark(args.benchmark)
@@ -62,6 +63,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         items = split_items(benchmark, split=args.split, directory=args.data_dir)
     except DataError as exc:
         raise UsageError(str(exc)) from None
+    if args.stratified:
+        from lemon.evals.selection import stratified
+
+        items = stratified(items)
     items = items[args.offset : args.offset + args.limit if args.limit else None]
     if not items:
         raise UsageError("no items selected")
@@ -73,6 +78,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         budget=args.budget,
         specs_only=args.specs_only,
+        tier=Capacity(args.tier) if args.tier else None,
     )
     meta = {
         "run": name,
@@ -81,6 +87,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "split": args.split,
         "offset": args.offset,
         "limit": args.limit,
+        **({"stratified": True} if args.stratified else {}),
     }
 
     policy = None
@@ -92,6 +99,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     async def go() -> dict[str, Any]:
         backends = {} if args.specs_only else build_backends(profile)
+        if backends:
+            meta["models"] = {tier.value: b.model_id for tier, b in backends.items()}
         try:
             return await evaluate(
                 items,
@@ -142,6 +151,17 @@ def register(sub: Any) -> None:
     p.add_argument("--benchmark", required=True)
     p.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
     p.add_argument("--offset", type=int, default=0)
+    p.add_argument(
+        "--stratified",
+        action="store_true",
+        help="interleave the items across subjects (MMLU) before --offset and --limit",
+    )
+    p.add_argument(
+        "--tier",
+        choices=["small", "medium", "large"],
+        default=None,
+        help="run every agent on this capacity tier (e.g. one agent per tier)",
+    )
     p.add_argument(
         "--split",
         choices=["test", "all", "train"],

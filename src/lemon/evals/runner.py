@@ -55,6 +55,8 @@ class EvalSettings:
     deadline_s: float = 900.0
     specs_only: bool = False
     """Only write (and validate) each item's spec; run no worker (policy validity checks)."""
+    tier: Capacity | None = None
+    """Run every agent of every spec on this tier (calibrating the tiers one by one)."""
 
 
 @dataclass(slots=True)
@@ -277,6 +279,10 @@ async def evaluate(
                     spec, samples = decision.spec, 1
                 else:
                     spec, samples = _method_spec(settings, item, fixed)
+                if settings.tier is not None:
+                    from lemon.evals.selection import on_tier
+
+                    spec = on_tier(spec, settings.tier)
                 if settings.specs_only:
                     from lemon.spec.formatting import format_spec
 
@@ -315,7 +321,13 @@ async def evaluate(
 
     records = [r for i, r in _read_done(items_path).items() if i in by_id]
     summary = summarize(
-        records, settings={**meta, "method": settings.method, "max_tokens": settings.max_tokens}
+        records,
+        settings={
+            **meta,
+            "method": settings.method,
+            "max_tokens": settings.max_tokens,
+            **({"tier": settings.tier.value} if settings.tier is not None else {}),
+        },
     )
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
