@@ -15,7 +15,7 @@ LEMON = Path(sys.executable).with_name("lemon")
 
 
 def run_lemon(
-    *args: str, stdin: str | None = None, cwd: Path | None = None
+    *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run the installed ``lemon`` console script, as a user would."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -26,7 +26,7 @@ def run_lemon(
         text=True,
         cwd=cwd or ROOT,
         env=env,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
 

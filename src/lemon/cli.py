@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lemon.evaluation_cli",
     "lemon.eval_cli",
     "lemon.teacher_cli",
+    "lemon.models_cli",
 )
 """Modules that add subcommands: each defines ``register(subparsers) -> None`` and must be
 cheap to import (heavy imports go inside the command handlers). Handlers take the parsed

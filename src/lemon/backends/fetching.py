@@ -167,4 +167,3 @@ def remove(model: GgufModel) -> bool:
         path.unlink()
         return True
     return False
-

@@ -156,9 +156,7 @@ class LlamaModel:
         """The most sequences one decode step has carried."""
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
-        self._thread = threading.Thread(
-            target=self._serve, name=f"llama:{path.name}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._serve, name=f"llama:{path.name}", daemon=True)
         self._thread.start()
 
     # -- tokens and text --------------------------------------------------------------------
@@ -499,4 +497,4 @@ class LlamaBackend:
 
     async def aclose(self) -> None:
         """Models stay loaded for the process (later backends on the same file reuse them)."""
-        return None
+        return
