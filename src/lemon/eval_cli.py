@@ -70,6 +70,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     items = items[args.offset : args.offset + args.limit if args.limit else None]
     if not items:
         raise UsageError("no items selected")
+    if args.deadline <= 0:
+        raise UsageError("--deadline must be positive")
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
     out_dir = Path(args.out) / name
     settings = EvalSettings(
@@ -79,6 +81,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         budget=args.budget,
         specs_only=args.specs_only,
         tier=Capacity(args.tier) if args.tier else None,
+        deadline_s=args.deadline,
     )
     meta = {
         "run": name,
@@ -195,6 +198,12 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--concurrency", type=int, default=4, help="items in flight")
     p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=900.0,
+        help="seconds one item's run may take, waiting included (default 900)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_eval)

@@ -28,7 +28,7 @@ def _status(model: Any) -> tuple[str, str | None]:
 def cmd_list(args: argparse.Namespace) -> int:
     from lemon.backends.ggufs import GGUF_MODELS
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for model in GGUF_MODELS.values():
         state, path = _status(model)
         rows.append(

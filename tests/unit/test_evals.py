@@ -159,3 +159,43 @@ def test_eval_reports_only_test_items_by_default(tmp_path: Path) -> None:
     assert sorted(ids, key=test_ids.index) == test_ids[:40]
     assert not held_in & set(ids)
     assert held_in  # the held-in partition exists, and was skipped
+
+
+def test_stratified_selection_interleaves_subjects() -> None:
+    from lemon.data import Benchmark
+    from lemon.data.splits import split_items
+    from lemon.evals.selection import stratified
+
+    items = split_items(Benchmark.MMLU)
+    chosen = stratified(items)
+    assert sorted(i.id for i in chosen) == sorted(i.id for i in items)  # a reordering
+    subjects = [getattr(i, "subject", None) for i in items]
+    distinct = list(dict.fromkeys(subjects))
+    assert len(distinct) > 50
+    first = chosen[: len(distinct)]
+    assert [getattr(i, "subject", None) for i in first] == distinct  # one per subject
+    for subject in distinct[:3]:  # file order within a subject
+        mine = [i.id for i in chosen if getattr(i, "subject", None) == subject]
+        assert mine == [i.id for i in items if getattr(i, "subject", None) == subject]
+    gsm8k = split_items(Benchmark.GSM8K)
+    assert stratified(gsm8k) == gsm8k  # no subjects: order unchanged
+
+
+def test_eval_on_one_tier(tmp_path: Path) -> None:
+    result = run_lemon(
+        *("eval", "--benchmark", "mmlu", "--profile", "scripted", "--baseline", "chain"),
+        *("--tier", "large", "--stratified", "--limit", "3", "--out", str(tmp_path)),
+        *("--name", "t", "-q", "--json"),
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["tier"] == "large"
+    assert summary["stratified"] is True
+    assert summary["models"]["large"] == "scripted:scripted:large"
+    lines = (tmp_path / "t" / "items.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        spec = parse_spec(record["spec"]).spec
+        assert len(spec.agents) == 3
+        assert {a.capacity.value for a in spec.agents} == {"large"}
+    assert len({r["id"].split(":")[0] for r in records}) == 1

@@ -5,7 +5,8 @@
 #   large-a, large-b, medium, small: one agent on that tier (`--tier`), per benchmark;
 #   baselines: the fixed baselines on the embedded profile (all tiers), first 50 items.
 # Greedy decoding; 300 tokens for maths and multiple choice, 512 for code; 8 items in flight
-# (decoded together by llama.cpp); one llama.cpp thread per lane (LEMON_LLAMA_THREADS=1).
+# (decoded together by llama.cpp); one llama.cpp thread per lane (LEMON_LLAMA_THREADS=1); no
+# per-item deadline to speak of (a day): on a shared machine an item may wait long for the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=benchmarks/results/tiers-cpu
@@ -17,7 +18,7 @@ single() {  # TIER BENCHMARK: first 50 test items (MMLU stratified by subject), 
   [ "$bench" = humaneval ] && { limit=0; tokens=512; }
   [ "$bench" = mmlu ] && extra=(--stratified)
   $lemon eval --benchmark "$bench" --baseline single --tier "$tier" --limit "$limit" \
-    --max-tokens "$tokens" --concurrency 8 "${extra[@]}" --out "$out" \
+    --max-tokens "$tokens" --concurrency 8 --deadline 86400 "${extra[@]}" --out "$out" \
     --name "$bench-single-$tier" -q
 }
 
@@ -25,7 +26,7 @@ baseline() {  # NAME BENCHMARK: first 50 test items on the embedded profile
   local name=$1 bench=$2 tokens=300
   [ "$bench" = humaneval ] && tokens=512
   $lemon eval --benchmark "$bench" --baseline "$name" --limit 50 --max-tokens "$tokens" \
-    --concurrency 8 --out "$out" --name "$bench-$name" -q
+    --concurrency 8 --deadline 86400 --out "$out" --name "$bench-$name" -q
 }
 
 case ${1:?LANE: large-a, large-b, medium, small or baselines} in

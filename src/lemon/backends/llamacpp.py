@@ -197,7 +197,7 @@ class LlamaModel:
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         if self.chat_template is None:
             return "\n\n".join(m["content"] for m in messages) + "\n\n" + request.prefill
-        rendered = _template(self.chat_template).render(
+        rendered: str = _template(self.chat_template).render(
             messages=messages,
             add_generation_prompt=True,
             bos_token=self.bos_text,
