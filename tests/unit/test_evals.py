@@ -199,3 +199,16 @@ def test_eval_on_one_tier(tmp_path: Path) -> None:
         assert len(spec.agents) == 3
         assert {a.capacity.value for a in spec.agents} == {"large"}
     assert len({r["id"].split(":")[0] for r in records}) == 1
+
+
+def test_report_summarizes_a_run_still_in_progress(tmp_path: Path) -> None:
+    result = run_lemon(
+        *("eval", "--benchmark", "gsm8k", "--profile", "scripted", "--baseline", "single"),
+        *("--tier", "small", "--limit", "4", "--out", str(tmp_path), "--name", "r", "-q"),
+    )
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "r" / "summary.json").unlink()  # as while the run is still going
+    (summary,) = load_summaries([tmp_path / "r"])
+    assert summary["partial"] is True
+    assert (summary["n"], summary["benchmark"], summary["tier"]) == (4, "gsm8k", "small")
+    assert "| r (partial) | gsm8k | baseline:single | 4 |" in markdown_table([summary])
