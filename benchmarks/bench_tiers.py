@@ -22,7 +22,6 @@ Run: ``lemon bench tiers --json``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -30,8 +29,8 @@ import time
 from typing import Any
 
 from lemon.backends.base import Decoding, GenerationRequest, Message
-from lemon.backends.ggufs import GGUF_MODELS
-from lemon.backends.llamacpp import LlamaBackend
+from lemon.backends.ggufs import GGUF_MODELS, locate
+from lemon.backends.llamacpp import LlamaModel, LlamaSettings
 from lemon.profiles import BUILTIN_PROFILES
 from lemon.spec.models import Capacity
 
@@ -54,22 +53,24 @@ PROMPTS = [
     "its running time.",
 ]
 CONCURRENT = 8
+CONTEXT = 1024
+"""Tokens per sequence in the benchmark's contexts (prompts here are under 100 tokens)."""
 
 
 def _request(prompt: str, max_tokens: int) -> GenerationRequest:
     return GenerationRequest((Message("user", prompt),), Decoding(max_tokens=max_tokens))
 
 
-async def _single(backend: LlamaBackend, request: GenerationRequest) -> tuple[float, int]:
+def _single(model: LlamaModel, request: GenerationRequest) -> tuple[float, int]:
     started = time.perf_counter()
-    result = await backend.generate(request)
+    result = model.submit(request).result()
     return result.completion_tokens / (time.perf_counter() - started), result.completion_tokens
 
 
-async def _concurrent(backend: LlamaBackend, max_tokens: int) -> tuple[float, list[int]]:
-    requests = [_request(p, max_tokens) for p in PROMPTS[:CONCURRENT]]
+def _concurrent(model: LlamaModel, max_tokens: int) -> tuple[float, list[int]]:
     started = time.perf_counter()
-    results = await asyncio.gather(*(backend.generate(r) for r in requests))
+    futures = [model.submit(_request(p, max_tokens)) for p in PROMPTS[:CONCURRENT]]
+    results = [f.result() for f in futures]
     elapsed = time.perf_counter() - started
     tokens = [r.completion_tokens for r in results]
     return sum(tokens) / elapsed, tokens
@@ -113,31 +114,31 @@ class _Transformers:
         return new / (time.perf_counter() - started), int(new)
 
 
-async def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool) -> dict[str, Any]:
+def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool) -> dict[str, Any]:
     profile = BUILTIN_PROFILES["embedded"]
     tiers: dict[str, Any] = {}
     probe = _request(PROMPTS[0], max_tokens)
-    large: LlamaBackend | None = None
     for tier in Capacity:
         config = profile.tiers[tier]
-        backend = LlamaBackend(
-            str(config.model), slots=CONCURRENT, context=config.context, threads=threads
-        )
+        pinned = GGUF_MODELS[str(config.model)]
+        path = str(locate(pinned))
         started = time.perf_counter()
-        model = await backend.model()
+        # the backend's engine, loaded on its own (not the process-wide registry) so that each
+        # tier's memory is freed before the next; a short context keeps the KV cache small
+        model = LlamaModel(LlamaSettings(path, slots=CONCURRENT, context=CONTEXT, threads=threads))
         load_s = time.perf_counter() - started
-        await backend.generate(_request(PROMPTS[1], 8))  # warm-up
+        model.submit(_request(PROMPTS[1], 8)).result()  # warm-up
         singles, aggregates, lengths = [], [], {}
         for _ in range(rounds):
-            rate, tokens = await _single(backend, probe)
+            rate, tokens = _single(model, probe)
             singles.append(rate)
-            aggregate, each = await _concurrent(backend, max_tokens)
+            aggregate, each = _concurrent(model, max_tokens)
             aggregates.append(aggregate)
             lengths = {"single": tokens, "concurrent": each}
         single, aggregate = statistics.median(singles), statistics.median(aggregates)
         tiers[tier.value] = {
-            "model": backend.title,
-            "parameters": GGUF_MODELS[str(config.model)].parameters,
+            "model": pinned.title,
+            "parameters": pinned.parameters,
             "cost_per_token": config.price,
             "load_s": round(load_s, 2),
             "single_tokens_per_s": round(single, 2),
@@ -146,8 +147,8 @@ async def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool)
             "most_sequences_in_one_step": model.max_batch_sequences,
             "completion_tokens": lengths,
         }
-        if tier is Capacity.LARGE:
-            large = backend
+        if tier is not Capacity.LARGE or not transformers:
+            model.close()
     result: dict[str, Any] = {
         "benchmark": "tiers",
         "backend": "llama.cpp in-process (llama-cpp-python), Q4_K_M / Q4_1 GGUF",
@@ -159,15 +160,17 @@ async def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool)
         "concurrency_gain": tiers["large"]["concurrency_gain"],
         "goals": {"ratio": ">= 8", "concurrency_gain": ">= 2"},
     }
-    if transformers and large is not None:
-        path = large.settings().path
-        reference = _Transformers(path, threads)
+    if transformers:
+        reference = _Transformers(
+            str(locate(GGUF_MODELS[str(profile.tiers[Capacity.LARGE].model)])), threads
+        )
         reference.rate(PROMPTS[1], 4)  # warm-up
         llama_rates, hf_rates, hf_tokens = [], [], 0
         for _ in range(rounds):
-            llama_rates.append((await _single(large, probe))[0])
+            llama_rates.append(_single(model, probe)[0])
             rate, hf_tokens = reference.rate(PROMPTS[0], max_tokens)
             hf_rates.append(rate)
+        model.close()
         llama_rate, hf_rate = statistics.median(llama_rates), statistics.median(hf_rates)
         result["transformers"] = {
             "path": "AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)",
@@ -197,13 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-transformers", action="store_true", help="skip the transformers reference"
     )
     args = parser.parse_args(argv)
-    result = asyncio.run(
-        run(
-            max_tokens=args.max_tokens,
-            rounds=args.rounds,
-            threads=args.threads,
-            transformers=not args.no_transformers,
-        )
+    result = run(
+        max_tokens=args.max_tokens,
+        rounds=args.rounds,
+        threads=args.threads,
+        transformers=not args.no_transformers,
     )
     if args.json:
         print(json.dumps(result))
