@@ -11,6 +11,7 @@ from tests.conftest import run_lemon
 pytestmark = pytest.mark.model
 
 
+@pytest.mark.timeout(1200)  # three model loads; minutes on a busy machine
 def test_lemon_run_on_the_embedded_default_runs_three_models() -> None:
     """The README's first command: a maths team on three real capacity tiers."""
     result = run_lemon("run", "--json", "--max-tokens", "24", timeout=900)
