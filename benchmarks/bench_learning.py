@@ -2,7 +2,7 @@
 
 For each seed: a tiny random Llama (with a small byte-level BPE trained on the simulator's
 text, :mod:`lemon_train.tiny_policy`) is SFT-warm-started on
-teacher specs of the simulator (:mod:`lemon.training.synthetic`: valid specs with the right
+teacher specs of the simulator (:mod:`lemon.learning.simulator`: valid specs with the right
 role but random tiers, duties and verifier), its invalid-spec rate is measured on fresh tasks
 (sampled at the GRPO temperature), then GRPO runs twice from that same SFT version: global-only
 (``counterfactual.enabled: false``) and with counterfactual span credit. Both runs go through
@@ -78,7 +78,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def _sft_rows(path: Path, count: int, seed: int) -> None:
-    from lemon.training.synthetic import make_tasks, synthetic_messages, teacher_spec
+    from lemon.learning.simulator import make_tasks, synthetic_messages, teacher_spec
 
     rng = random.Random(seed)
     with path.open("w", encoding="utf-8") as handle:
@@ -96,9 +96,9 @@ def invalid_rate(
     """Share of sampled completions (GRPO's temperature, fresh tasks) failing ``parse_spec``."""
     import torch
 
-    from lemon.spec.errors import SpecError
+    from lemon.learning.simulator import make_tasks, synthetic_messages
+    from lemon.spec.issues import SpecError
     from lemon.spec.validation import parse_spec
-    from lemon.training.synthetic import make_tasks, synthetic_messages
     from lemon_train.common import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(str(policy))
@@ -142,7 +142,7 @@ def steps_to(curve: list[float], target: float, window: int) -> int | None:
 def _grpo(
     args: argparse.Namespace, base: Path, out: Path, seed: int, counterfactual: bool
 ) -> dict[str, Any]:
-    from lemon.training.config import TrainingConfig
+    from lemon.learning.training_config import TrainingConfig
     from lemon_train import grpo
 
     config = TrainingConfig.model_validate(
@@ -196,7 +196,7 @@ def _grpo(
 
 def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, Any]]:
     """The one SFT warm start every seed's GRPO runs start from, and its invalid-spec rate."""
-    from lemon.training.config import TrainingConfig
+    from lemon.learning.training_config import TrainingConfig
     from lemon_train import sft
     from lemon_train.tiny_policy import tiny_policy_model
 
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     global_steps = statistics.fmean(s["global"]["steps_to_90"] for s in seeds)
     report: dict[str, Any] = {
         "benchmark": "learning",
-        "environment": "synthetic orchestration simulator (lemon.training.synthetic)",
+        "environment": "synthetic orchestration simulator (lemon.learning.simulator)",
         "ratio": round(cf_steps / global_steps, 4),
         "goal": "ratio <= 0.7; sft_invalid_rate < 0.05",
         "sft_invalid_rate": round(sft_report["invalid_rate"], 4),

