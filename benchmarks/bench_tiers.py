@@ -32,6 +32,7 @@ from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.ggufs import GGUF_MODELS, locate
 from lemon.backends.llamacpp import LlamaModel, LlamaSettings
 from lemon.capacity import BUILTIN_PROFILES
+from lemon.pricing import resolve_prices
 from lemon.spec.models import Capacity
 
 PROMPTS = [
@@ -116,6 +117,7 @@ class _Transformers:
 
 def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool) -> dict[str, Any]:
     profile = BUILTIN_PROFILES["embedded"]
+    prices = resolve_prices(profile=profile)
     tiers: dict[str, Any] = {}
     probe = _request(PROMPTS[0], max_tokens)
     for tier in Capacity:
@@ -139,7 +141,7 @@ def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool) -> di
         tiers[tier.value] = {
             "model": pinned.title,
             "parameters": pinned.parameters,
-            "cost_per_token": config.price,
+            "price": prices.price(tier),
             "load_s": round(load_s, 2),
             "single_tokens_per_s": round(single, 2),
             "aggregate_tokens_per_s": round(aggregate, 2),

