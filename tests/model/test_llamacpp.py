@@ -162,6 +162,38 @@ def test_errors_are_backend_errors(tmp_path: Path) -> None:
         _run(small.generate(_ask("word " * 200)))
 
 
+def test_a_grammar_is_refused_not_ignored(smol: LlamaBackend) -> None:
+    from lemon.backends.base import LarkGrammar
+
+    request = GenerationRequest(
+        (Message("user", "yes or no?"),), Decoding(max_tokens=4), constraint=LarkGrammar("x")
+    )
+    with pytest.raises(BackendError, match="cannot decode under a grammar") as info:
+        _run(smol.generate(request))
+    assert not info.value.transient
+
+
+def test_the_persistent_call_cache_keys_by_the_gguf(
+    smol: LlamaBackend, qwen_05b: Path, tmp_path: Path
+) -> None:
+    from lemon.backends.callcache import CachedBackend, PersistentCallCache
+
+    cached = CachedBackend(smol, PersistentCallCache(tmp_path / "calls.sqlite"))
+    request = _ask(QUESTIONS[1], max_tokens=8)
+    first = _run(cached.generate(request))
+    second = _run(cached.generate(request))
+    assert (first.cached, second.cached) == (False, True)
+    assert second.text == first.text
+    assert second.completion_tokens == first.completion_tokens
+    assert cached.identity().startswith("llamacpp:")
+    assert "@llama-cpp-python-" in cached.identity()
+    # a pinned model keys by its pinned SHA-256 (no hashing of the gigabyte)
+    medium = GGUF_MODELS["qwen2.5-coder-0.5b-instruct"]
+    assert medium.wheels is not None
+    identity = LlamaBackend(medium.name).content_id(cached.cache)
+    assert identity.startswith(f"llamacpp:{medium.wheels.sha256[:24]}@")
+
+
 def test_unfetched_model_says_how_to_fetch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LEMON_CACHE_DIR", str(tmp_path))
     backend = LlamaBackend("qwen2.5-coder-1.5b-instruct")

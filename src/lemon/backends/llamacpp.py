@@ -499,7 +499,30 @@ class LlamaBackend:
                 raise BackendError(f"cannot load {self.title}: {exc}", transient=False) from exc
         return self._model
 
+    def content_id(self, cache: Any) -> str:
+        """The model's identity for the persistent call cache (:mod:`lemon.backends.callcache`):
+        the GGUF's SHA-256 (a pinned model's pin, checked when it was fetched; another file
+        hashed once and remembered by ``cache.fingerprint``) and llama-cpp-python's version,
+        whose kernels decide greedy near-ties."""
+        from importlib.metadata import version
+
+        try:
+            path = Path(self.settings().path)
+        except (LookupError, OSError) as exc:
+            raise BackendError(f"cannot load {self.title}: {exc}", transient=False) from exc
+        if self.pinned is not None and self.pinned.wheels is not None:
+            digest = self.pinned.wheels.sha256
+        else:
+            digest = cache.fingerprint(path)
+        return f"llamacpp:{digest[:24]}@llama-cpp-python-{version('llama-cpp-python')}"
+
     async def generate(self, request: GenerationRequest) -> Generation:
+        if request.constraint is not None:
+            raise BackendError(
+                f"{self.title} on llama.cpp in-process cannot decode under a grammar; run a "
+                "constrained policy on the transformers backend or an endpoint that takes one",
+                transient=False,
+            )
         model = await self.model()
         return await asyncio.wrap_future(model.submit(request))
 
