@@ -56,20 +56,10 @@ def test_lemon_run_on_the_tiny_profile_is_one_model() -> None:
 
 def test_hub_profile_without_a_hub_fails_clearly() -> None:
     """No hub here: the run ends failed with the loader's reason, never a hang or traceback."""
-    import os
-    import subprocess
-
-    from tests.conftest import LEMON, ROOT
-
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(
-        [str(LEMON), "run", "--profile", "hub", "--json", "--max-tokens", "4"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
+    result = run_lemon(
+        *("run", "--profile", "hub", "--json", "--max-tokens", "4"),
+        env={"HF_HUB_OFFLINE": "1"},
         timeout=300,
-        check=False,
     )
     assert result.returncode == 1
     data = json.loads(result.stdout)

@@ -178,23 +178,12 @@ def test_pins_are_consistent() -> None:
 
 def test_models_command(tmp_path: Path) -> None:
     import json
-    import os
     import subprocess
 
-    from tests.conftest import LEMON, ROOT
-
-    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp_path)}
+    from tests.conftest import run_lemon
 
     def lemon(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(LEMON), "models", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        return run_lemon("models", *args, env={"LEMON_CACHE_DIR": str(tmp_path)})
 
     listed = lemon("list", "--json")
     assert listed.returncode == 0, listed.stderr
