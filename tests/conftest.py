@@ -32,11 +32,16 @@ def require_extra(extra: str, *modules: str) -> None:
 
 
 def run_lemon(
-    *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 120
+    *args: str,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``lemon`` console script, as a user would. ``timeout`` stops a hang;
-    it is no speed check (runs on real models take minutes on a loaded machine)."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    """Run the installed ``lemon`` console script, as a user would (``env``: variables set on
+    top of this process's). ``timeout`` stops a hang; it is no speed check (runs on real models
+    take minutes on a loaded machine)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
     return subprocess.run(
         [str(LEMON), *args],
         input=stdin,

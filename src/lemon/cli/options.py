@@ -179,13 +179,24 @@ def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_item_options(
-    parser: argparse.ArgumentParser, *, splits: tuple[str, ...], split_help: str | None = None
+    parser: argparse.ArgumentParser,
+    *,
+    splits: tuple[str, ...],
+    split_help: str | None = None,
+    stratified: bool = False,
 ) -> None:
     """``--benchmark``, ``--split`` (the first of ``splits`` is the default), ``--limit``,
-    ``--offset`` and ``--data-dir``: which benchmark items a command works on."""
+    ``--offset`` and ``--data-dir`` (and ``--stratified`` when asked): which benchmark items a
+    command works on."""
     parser.add_argument("--benchmark", required=True)
     parser.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
     parser.add_argument("--offset", type=int, default=0)
+    if stratified:
+        parser.add_argument(
+            "--stratified",
+            action="store_true",
+            help="interleave the items across subjects (MMLU) before --offset and --limit",
+        )
     parser.add_argument("--split", choices=splits, default=splits[0], help=split_help)
     add_data_dir_option(parser)
 
@@ -203,6 +214,10 @@ def select_items(args: argparse.Namespace) -> list[Item]:
         items = split_items(benchmark, split=args.split, directory=args.data_dir)
     except DataError as exc:
         raise UsageError(str(exc)) from None
+    if getattr(args, "stratified", False):
+        from lemon.evals.selection import stratified
+
+        items = stratified(items)
     items = items[args.offset : args.offset + args.limit if args.limit else None]
     if not items:
         raise UsageError("no items selected")

@@ -24,6 +24,7 @@ from lemon.backends.base import Backend, Decoding
 from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import ExecutionOptions, execute
 from lemon.evals.baselines import BASELINES, baseline_spec
+from lemon.evals.selection import on_tier
 from lemon.jsonl import RecordFile, read_records
 from lemon.policy.inference import SpecPolicy
 from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
@@ -49,6 +50,8 @@ class EvalSettings:
     """Only write (and validate) each item's spec; run no worker (policy validity checks)."""
     prices: TierPrices = DEFAULT_TIER_PRICES
     """Tier prices for the tier-priced cost (the profile's, else the defaults)."""
+    tier: Capacity | None = None
+    """Run every agent of every spec on this tier (calibrating the tiers one by one)."""
 
 
 @dataclass(slots=True)
@@ -244,6 +247,8 @@ async def evaluate(
                 spec, samples = decision.spec, 1
             else:
                 spec, samples = _method_spec(settings, task, kind, fixed)
+            if settings.tier is not None:
+                spec = on_tier(spec, settings.tier)
             if settings.specs_only:
                 text = decision.text if decision is not None else format_spec(spec)
                 record = ItemRecord(item.id, settings.method, text, None)
@@ -292,6 +297,7 @@ async def evaluate(
             "method": settings.method,
             "max_tokens": settings.max_tokens,
             "tier_prices": settings.prices.to_json(),
+            **({"tier": settings.tier.value} if settings.tier is not None else {}),
         },
     )
     atomic.write_json(out_dir / "summary.json", summary)

@@ -8,6 +8,7 @@ before tier prices has no priced figure and counts its raw tokens (every price 1
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -29,15 +30,39 @@ def cost_of(summary: dict[str, Any], cost: Cost) -> float:
 
 
 def load_summaries(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """Each path is a run directory (with summary.json) or a summary JSON file."""
+    """Each path is a run directory (with summary.json) or a summary JSON file. A run directory
+    that has items but no summary yet (still running) is summarized from its items and marked
+    ``"partial": true``."""
     summaries = []
     for raw in paths:
         path = Path(raw)
         file = path / "summary.json" if path.is_dir() else path
-        data = json.loads(file.read_text(encoding="utf-8"))
+        if path.is_dir() and not file.is_file() and (path / "items.jsonl").is_file():
+            data = _partial(path)
+        else:
+            data = json.loads(file.read_text(encoding="utf-8"))
         data.setdefault("run", path.name if path.is_dir() else path.stem)
         summaries.append(data)
     return summaries
+
+
+def _partial(path: Path) -> dict[str, Any]:
+    from lemon.evals.loop import summarize
+    from lemon.jsonl import read_records
+
+    records = list(read_records(path / "items.jsonl").values())
+    first = records[0] if records else {}
+    tiers = {t for r in records for t in re.findall(r"capacity: (\w+)", r.get("spec", ""))}
+    return summarize(
+        records,
+        settings={
+            "run": path.name,
+            "benchmark": str(first.get("id", "")).split(":", 1)[0],
+            "method": first.get("method", ""),
+            "partial": True,
+            **({"tier": tiers.pop()} if len(tiers) == 1 else {}),
+        },
+    )
 
 
 def pareto_front(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -> list[int]:
@@ -67,8 +92,9 @@ def markdown_table(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -
     ]
     for i, s in enumerate(summaries):
         lo, hi = s["ci95"]
+        run = f"{s['run']} (partial)" if s.get("partial") else s["run"]
         lines.append(
-            f"| {s['run']} | {s.get('benchmark', '')} | {s.get('method', '')} | {s['n']} | "
+            f"| {run} | {s.get('benchmark', '')} | {s.get('method', '')} | {s['n']} | "
             f"{s['accuracy']:.3f} | [{lo:.3f}, {hi:.3f}] | {s['mean_tokens']:.0f} | "
             f"{cost_of(s, 'priced'):.0f} | {'yes' if i in front else ''} |"
         )

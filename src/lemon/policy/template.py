@@ -3,7 +3,7 @@
 It returns a fixed team for the task's kind (:mod:`lemon.tasks`):
 
 - ``math`` (the default when the task has numbers): planner (small) -> math_solver (medium)
-  -> verifier (medium, reads both); the verifier answers.
+  -> verifier (large, reads both); the verifier answers, on the strongest tier.
 - ``multiple_choice`` (lettered options such as ``(A) ...`` / ``A) ...``, or "Answer Choices"):
   two knowledge experts on different tiers, one eliminating wrong options first, and an
   aggregator (large) that decides.
@@ -49,7 +49,7 @@ TEMPLATES: dict[TaskKind, dict[str, object]] = {
             {
                 "name": "verifier",
                 "role": "verifier",
-                "capacity": "medium",
+                "capacity": "large",
                 "depends_on": ["planner", "solver"],
             },
         ],

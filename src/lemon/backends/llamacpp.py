@@ -1,0 +1,531 @@
+"""The ``llamacpp`` backend: GGUF models in-process through llama-cpp-python, batched.
+
+This is the one module that talks to llama.cpp. A model is loaded once per process (a registry
+keyed by its settings) with one context whose key/value cache holds ``slots`` sequences of up to
+``context`` tokens each. One scheduler thread per model owns the context and decodes
+continuously: every step it builds one ``llama_batch`` holding the next token of every sequence
+that is generating plus prompt tokens of newly arrived requests (several ``seq_id`` s in one
+batch, one call to ``llama_decode``), samples each sequence with its own sampler chain (greedy,
+or top-p / temperature / seeded draw), and removes a sequence from the cache as soon as it is
+done, so a waiting request takes its slot at once. Requests arrive through a queue; the event
+loop awaits a future and never blocks.
+
+Prompts: the chat template stored in the GGUF (``tokenizer.chat_template``) rendered with
+jinja2 in a sandbox, as Hugging Face's ``apply_chat_template`` does, with the generation prompt;
+a prefill is appended to that text and the model completes it raw (the prefill is returned as
+the start of the answer). Stop strings cut the text and end the sequence; usage counts the
+prompt's tokens and every token generated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import ctypes
+import functools
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lemon.backends.base import BackendError, Generation, GenerationRequest
+
+__all__ = ["LlamaBackend", "LlamaModel", "LlamaSettings", "load_llama"]
+
+_LOG_LEVEL_WARN = 3
+_CORES = threading.Lock()
+"""Held around a decode step by models that use every CPU, so models in one process take
+turns instead of oversubscribing the cores (ggml's threads spin at barriers)."""
+_log_lines: collections.deque[str] = collections.deque(maxlen=20)
+"""llama.cpp's latest warnings and errors: quoted when a load fails."""
+
+
+@functools.cache
+def _lib() -> Any:
+    """llama_cpp, initialised once, its log routed into :data:`_log_lines` (not stderr)."""
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def _log(level: int, text: bytes, _user: Any) -> None:
+        if level >= _LOG_LEVEL_WARN and text:
+            line = text.decode("utf-8", "replace").strip()
+            if line:
+                _log_lines.append(line)
+
+    llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
+    _lib.callback = _log  # type: ignore[attr-defined]  # keep the C callback alive
+    llama_cpp.llama_backend_init()
+    return llama_cpp
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaSettings:
+    """How a GGUF model is run."""
+
+    path: str
+    slots: int = 8
+    """Sequences decoded together (the key/value cache holds this many)."""
+    context: int = 4096
+    """Tokens one sequence may hold: prompt, prefill and completion."""
+    threads: int = 0
+    """CPU threads; 0: every CPU this process may use."""
+    batch_tokens: int = 512
+    """Most tokens in one ``llama_decode`` (long prompts are prefilled in chunks)."""
+    repack: bool = True
+    """Repack weights for the CPU's matrix kernels (faster). Their one-row and many-row
+    kernels round differently, so a greedy near-tie may break differently alone than in a
+    batch; without repacking, a sequence decodes to the same tokens alone or batched on
+    models whose weights have no many-row kernel of their own (Q4_K_M Qwen here)."""
+
+
+@dataclass(eq=False)
+class _Job:
+    request: GenerationRequest
+    future: concurrent.futures.Future[Generation]
+    seq: int = -1
+    sampler: Any = None
+    pending: list[int] = field(default_factory=list)
+    """Tokens still to feed: the prompt's (in chunks), then each sampled token."""
+    n_past: int = 0
+    prompt_tokens: int = 0
+    generated: int = 0
+    data: bytearray = field(default_factory=bytearray)
+    text: str = ""
+    finish: str | None = None
+
+
+class LlamaModel:
+    """One loaded GGUF model, its context and its scheduler thread."""
+
+    def __init__(self, settings: LlamaSettings) -> None:
+        lib = _lib()
+        self.settings = settings
+        path = Path(settings.path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no GGUF file at {path}")
+        _log_lines.clear()
+        params = lib.llama_model_default_params()
+        params.use_extra_bufts = settings.repack
+        self._model = lib.llama_model_load_from_file(str(path).encode(), params)
+        if not self._model:
+            detail = "; ".join(list(_log_lines)[-3:]) or "llama.cpp gave no reason"
+            raise ValueError(f"llama.cpp cannot load {path} as a GGUF model: {detail}")
+        try:
+            self._vocab = lib.llama_model_get_vocab(self._model)
+            trained = int(lib.llama_model_n_ctx_train(self._model))
+            self.context = min(settings.context, trained) if trained > 0 else settings.context
+            threads = settings.threads or _cpus()
+            self._shared_cores = threads >= _cpus()
+            cparams = lib.llama_context_default_params()
+            cparams.n_ctx = self.context * settings.slots
+            cparams.n_seq_max = settings.slots
+            cparams.kv_unified = False  # one stream per sequence: attention reads its own only
+            cparams.n_batch = settings.batch_tokens
+            cparams.n_ubatch = settings.batch_tokens
+            cparams.n_threads = threads
+            cparams.n_threads_batch = threads
+            cparams.no_perf = True
+            self._ctx = lib.llama_init_from_model(self._model, cparams)
+            if not self._ctx:
+                detail = "; ".join(list(_log_lines)[-3:]) or "no reason given"
+                raise ValueError(f"llama.cpp cannot create a context for {path}: {detail}")
+        except BaseException:
+            lib.llama_model_free(self._model)
+            raise
+        self._memory = lib.llama_get_memory(self._ctx)
+        self._batch = lib.llama_batch_init(settings.batch_tokens, 0, 1)
+        template = lib.llama_model_chat_template(self._model, None)
+        self.chat_template: str | None = template.decode("utf-8") if template else None
+        self.parameters = int(lib.llama_model_n_params(self._model))
+        self.bos_text = self._special_text(lib.llama_vocab_bos(self._vocab))
+        self.eos_text = self._special_text(lib.llama_vocab_eos(self._vocab))
+        self.add_bos = bool(lib.llama_vocab_get_add_bos(self._vocab))
+        self.steps = 0
+        """``llama_decode`` calls made (each decodes one batch of several sequences)."""
+        self.max_batch_sequences = 0
+        """The most sequences one decode step has carried."""
+        self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name=f"llama:{path.name}", daemon=True)
+        self._thread.start()
+
+    # -- tokens and text --------------------------------------------------------------------
+
+    def _special_text(self, token: int) -> str:
+        return self.piece(token, special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        lib = _lib()
+        size = 64
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            n = int(lib.llama_token_to_piece(self._vocab, token, buffer, size, 0, special))
+            if n >= 0:
+                return buffer.raw[:n]
+            size = -n
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
+        lib = _lib()
+        data = text.encode("utf-8")
+        size = len(data) + 8
+        while True:
+            tokens = (lib.llama_token * size)()
+            n = int(
+                lib.llama_tokenize(
+                    self._vocab, data, len(data), tokens, size, add_special, parse_special
+                )
+            )
+            if n >= 0:
+                return list(tokens[:n])
+            size = -n
+
+    def prompt_text(self, request: GenerationRequest) -> str:
+        """The text the model continues: the chat template's rendering with the generation
+        prompt (or ``raw_prompt``), then the prefill."""
+        if request.raw_prompt is not None:
+            return request.raw_prompt + request.prefill
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        if self.chat_template is None:
+            return "\n\n".join(m["content"] for m in messages) + "\n\n" + request.prefill
+        rendered: str = _template(self.chat_template).render(
+            messages=messages,
+            add_generation_prompt=True,
+            bos_token=self.bos_text,
+            eos_token=self.eos_text,
+        )
+        return rendered + request.prefill
+
+    def prompt_tokens(self, request: GenerationRequest) -> list[int]:
+        text = self.prompt_text(request)
+        templated = request.raw_prompt is None and self.chat_template is not None
+        return self.tokenize(text, add_special=self.add_bos and not templated)
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest) -> concurrent.futures.Future[Generation]:
+        """Queue ``request``; the future completes with its generation (or a BackendError)."""
+        future: concurrent.futures.Future[Generation] = concurrent.futures.Future()
+        if self._closed:
+            future.set_exception(BackendError("the model is closed", transient=False))
+            return future
+        self._inbox.put(_Job(request, future))
+        return future
+
+    def close(self) -> None:
+        """Stop the scheduler (failing what is queued) and free the context and model."""
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.put(None)
+        self._thread.join()
+        lib = _lib()
+        lib.llama_batch_free(self._batch)
+        lib.llama_free(self._ctx)
+        lib.llama_model_free(self._model)
+
+    # -- the scheduler ------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        free = list(range(self.settings.slots - 1, -1, -1))
+        active: list[_Job] = []
+        waiting: collections.deque[_Job] = collections.deque()
+        stopping = False
+        while True:
+            try:
+                while True:  # everything that arrived; block only when there is no work
+                    job = self._inbox.get(block=not (active or waiting or stopping))
+                    if job is None:
+                        stopping = True
+                    else:
+                        waiting.append(job)
+                    if stopping:
+                        break
+            except queue.Empty:
+                pass
+            if stopping:
+                closed = BackendError("the model was closed", transient=False)
+                for job in [*active, *waiting]:
+                    self._release(job, free)
+                    _settle(job, error=closed)
+                return
+            while waiting and free:
+                job = waiting.popleft()
+                if job.future.cancelled():
+                    continue
+                if self._admit(job, free):
+                    active.append(job)
+            active = [job for job in active if not self._dropped(job, free)]
+            if not active:
+                continue
+            try:
+                self._step(active, free)
+            except Exception as exc:  # a bug must fail the calls, never strand them
+                error = BackendError(f"decoding failed: {exc!r}", transient=False)
+                for job in active:
+                    job.finish = "error"
+                    self._release(job, free)
+                    _settle(job, error=error)
+            active = [job for job in active if job.finish is None]
+
+    def _admit(self, job: _Job, free: list[int]) -> bool:
+        """Give ``job`` a sequence (prompt tokens, sampler); False when it failed instead."""
+        try:
+            tokens = self.prompt_tokens(job.request)
+        except Exception as exc:  # a template that raises, text that cannot be tokenized
+            _settle(job, error=BackendError(f"cannot build the prompt: {exc}", transient=False))
+            return False
+        if not tokens:
+            _settle(job, error=BackendError("the prompt is empty", transient=False))
+            return False
+        if len(tokens) >= self.context:
+            _settle(
+                job,
+                error=BackendError(
+                    f"context overflow: the prompt has {len(tokens)} tokens and a sequence "
+                    f"holds {self.context} on this model (its context setting)",
+                    transient=False,
+                ),
+            )
+            return False
+        job.seq = free.pop()
+        job.pending = tokens
+        job.prompt_tokens = len(tokens)
+        job.sampler = self._sampler(job.request)
+        return True
+
+    def _sampler(self, request: GenerationRequest) -> Any:
+        lib = _lib()
+        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        decoding = request.decoding
+        if decoding.temperature <= 0:
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
+            return chain
+        if decoding.top_p < 1.0:
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_p(decoding.top_p, 1))
+        lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(decoding.temperature))
+        seed = decoding.seed if decoding.seed is not None else lib.LLAMA_DEFAULT_SEED
+        lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        return chain
+
+    def _dropped(self, job: _Job, free: list[int]) -> bool:
+        """Release a job whose caller gave up (its future was cancelled)."""
+        if job.future.cancelled():
+            job.finish = "cancelled"
+            self._release(job, free)
+            return True
+        return False
+
+    def _release(self, job: _Job, free: list[int]) -> None:
+        lib = _lib()
+        if job.seq >= 0:
+            lib.llama_memory_seq_rm(self._memory, job.seq, -1, -1)
+            free.append(job.seq)
+            job.seq = -1
+        if job.sampler is not None:
+            lib.llama_sampler_free(job.sampler)
+            job.sampler = None
+
+    def _step(self, active: list[_Job], free: list[int]) -> None:
+        """One ``llama_decode`` over every active sequence, then one sampled token each for
+        those whose prompt is now fully read."""
+        lib = _lib()
+        batch = self._batch
+        budget = self.settings.batch_tokens
+        n = 0
+        outputs: list[tuple[_Job, int]] = []
+        # generating sequences first (one token each), then prompt chunks with what is left
+        for job in sorted(active, key=lambda j: len(j.pending) > 1):
+            take = min(len(job.pending), budget - n)
+            if take <= 0:
+                continue
+            for k in range(take):
+                batch.token[n] = job.pending[k]
+                batch.pos[n] = job.n_past + k
+                batch.n_seq_id[n] = 1
+                batch.seq_id[n][0] = job.seq
+                batch.logits[n] = k == take - 1 and take == len(job.pending)
+                n += 1
+            if take == len(job.pending):
+                outputs.append((job, n - 1))
+            job.pending = job.pending[take:]
+            job.n_past += take
+        batch.n_tokens = n
+        self.steps += 1
+        self.max_batch_sequences = max(self.max_batch_sequences, len(outputs))
+        if self._shared_cores:  # models using every core take turns, never oversubscribe
+            with _CORES:
+                code = int(lib.llama_decode(self._ctx, batch))
+        else:
+            code = int(lib.llama_decode(self._ctx, batch))
+        if code != 0:
+            error = BackendError(f"llama_decode failed with code {code}", transient=False)
+            for job in active:
+                job.finish = "error"
+                self._release(job, free)
+                _settle(job, error=error)
+            return
+        for job, index in outputs:
+            token = int(lib.llama_sampler_sample(job.sampler, self._ctx, index))
+            self._advance(job, token)
+            if job.finish is not None:
+                self._release(job, free)
+                _settle(job, result=self._generation(job))
+
+    def _advance(self, job: _Job, token: int) -> None:
+        lib = _lib()
+        decoding = job.request.decoding
+        if lib.llama_vocab_is_eog(self._vocab, token):
+            job.finish = "stop"
+            return
+        job.generated += 1
+        job.data += self.piece(token)
+        job.text = job.data.decode("utf-8", "ignore")
+        for stop in decoding.stop:
+            if stop and stop in job.text:
+                job.text = job.text[: job.text.index(stop)]
+                job.finish = "stop"
+                return
+        if job.generated >= decoding.max_tokens or job.n_past + 1 >= self.context:
+            job.finish = "length"
+            return
+        job.pending = [token]
+
+    def _generation(self, job: _Job) -> Generation:
+        return Generation(
+            job.request.prefill + job.text, job.prompt_tokens, job.generated, job.finish or "stop"
+        )
+
+
+def _settle(
+    job: _Job, *, result: Generation | None = None, error: BaseException | None = None
+) -> None:
+    if job.future.done():
+        return
+    try:
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(result)  # type: ignore[arg-type]
+    except concurrent.futures.InvalidStateError:  # cancelled meanwhile
+        pass
+
+
+@functools.lru_cache(maxsize=16)
+def _template(source: str) -> Any:
+    """A chat template compiled in jinja2's sandbox, with the helpers HF templates call."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(f"chat template: {message}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(source)
+
+
+_MODELS: dict[LlamaSettings, LlamaModel] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def load_llama(settings: LlamaSettings) -> LlamaModel:
+    """The model for ``settings``, loaded once per process."""
+    with _LOAD_LOCK:
+        model = _MODELS.get(settings)
+        if model is None:
+            model = _MODELS[settings] = LlamaModel(settings)
+        return model
+
+
+class LlamaBackend:
+    """Chat requests on a GGUF model in this process (see the module's docstring).
+
+    ``model`` is a model of :mod:`lemon.backends.ggufs` (by name; its file must be fetched) or
+    the path of a ``.gguf`` file. The file is found and loaded on the first call; a missing or
+    unreadable file fails that call (and every later one) with a BackendError that says why.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        slots: int = 8,
+        context: int = 4096,
+        threads: int = 0,
+        tier: str = "any",
+    ) -> None:
+        from lemon.backends.ggufs import GGUF_MODELS
+
+        self.name = model
+        self.pinned = GGUF_MODELS.get(model)
+        self.title = self.pinned.title if self.pinned else Path(model).name
+        self.slots = slots
+        self.context = context
+        self.threads = threads or int(os.environ.get("LEMON_LLAMA_THREADS", "0") or 0)
+        self.tier = tier
+        self._model: LlamaModel | None = None
+
+    @property
+    def model_id(self) -> str:
+        return f"llamacpp:{self.name}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.title} on llama.cpp in-process"
+
+    def settings(self) -> LlamaSettings:
+        """Where the file is and how it runs; raises when the file cannot be found."""
+        from lemon.backends.ggufs import locate
+
+        path = locate(self.pinned) if self.pinned else Path(self.name)
+        return LlamaSettings(
+            str(path), slots=self.slots, context=self.context, threads=self.threads
+        )
+
+    async def model(self) -> LlamaModel:
+        if self._model is None:
+            try:
+                self._model = await asyncio.to_thread(lambda: load_llama(self.settings()))
+            except (LookupError, OSError, ValueError, ImportError, RuntimeError) as exc:
+                raise BackendError(f"cannot load {self.title}: {exc}", transient=False) from exc
+        return self._model
+
+    def content_id(self, cache: Any) -> str:
+        """The model's identity for the persistent call cache (:mod:`lemon.backends.callcache`):
+        the GGUF's SHA-256 (a pinned model's pin, checked when it was fetched; another file
+        hashed once and remembered by ``cache.fingerprint``) and llama-cpp-python's version,
+        whose kernels decide greedy near-ties."""
+        from importlib.metadata import version
+
+        try:
+            path = Path(self.settings().path)
+        except (LookupError, OSError) as exc:
+            raise BackendError(f"cannot load {self.title}: {exc}", transient=False) from exc
+        if self.pinned is not None and self.pinned.wheels is not None:
+            digest = self.pinned.wheels.sha256
+        else:
+            digest = cache.fingerprint(path)
+        return f"llamacpp:{digest[:24]}@llama-cpp-python-{version('llama-cpp-python')}"
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        if request.constraint is not None:
+            raise BackendError(
+                f"{self.title} on llama.cpp in-process cannot decode under a grammar; run a "
+                "constrained policy on the transformers backend or an endpoint that takes one",
+                transient=False,
+            )
+        model = await self.model()
+        return await asyncio.wrap_future(model.submit(request))
+
+    async def aclose(self) -> None:
+        """Models stay loaded for the process (later backends on the same file reuse them)."""
+        return
