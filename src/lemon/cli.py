@@ -147,10 +147,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
-    from lemon.spec.mutations import MutationKind, mutations
+    from lemon.spec.mutations import PAPER_KINDS, MutationKind, mutations
 
     parsed = _single(args)
-    kinds = [MutationKind(k) for k in args.kind] if args.kind else list(MutationKind)
+    kinds = [MutationKind(k) for k in args.kind] if args.kind else list(PAPER_KINDS)
     found = mutations(parsed, kinds=kinds)
     if args.json:
         for mutation in found:
@@ -293,14 +293,17 @@ def build_parser() -> argparse.ArgumentParser:
         group.add_argument(f"--{fmt}", dest="format", action="store_const", const=fmt)
     _add_spec_options(p)
 
+    from lemon.spec.mutations import MutationKind
+
     p = command("mutate", cmd_mutate, "list single-field counterfactual mutations of a spec")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument(
         "--kind",
         action="append",
-        choices=["drop_dependency", "rollback_role", "downgrade_capacity"],
-        help="only these kinds (repeatable)",
+        choices=[kind.value for kind in MutationKind],
+        help="only these kinds (repeatable; default: the paper's three, drop_dependency, "
+        "rollback_role and downgrade_capacity; upgrade_capacity and remove_agent on request)",
     )
     _add_spec_options(p)
 
