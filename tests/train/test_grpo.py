@@ -187,7 +187,7 @@ def _sft_warm_start(tiny_policy: Path, tmp_path: Path) -> Path:
             "output_dir": str(out),
             "termination_log": str(tmp_path / "sft-termination"),
             "hyperparameters": {
-                "max_steps": 40,
+                "max_steps": 80,  # keys and values are separate tokens: 32 tokens to learn
                 "per_device_batch_size": 8,
                 "learning_rate": 1e-2,
                 "save_steps": 1000,

@@ -109,7 +109,7 @@ class TrainingConfig(_Config):
     )
     data: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="JSONL: SFT rows (prompt, completion) or GRPO tasks (task, answer, "
-        "benchmark); or 'synthetic:<N>' for the synthetic orchestration environment."
+        "benchmark); or 'synthetic:<N>' / 'synthetic-v2:<N>' for simulator v1 / v2."
     )
     output_dir: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="Where the produced policy version is published."
