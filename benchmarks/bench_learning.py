@@ -2,8 +2,8 @@
 
 The environment is :mod:`lemon.training.simulator_v2` (a simulator, not a benchmark: closed-form
 R_orch, optimum known, needs the task read). One SFT warm start (a small GRU encoder-decoder
-policy, :class:`lemon_train.simloop.GruPolicy`, on teacher specs that name the task's roles but
-draw tiers, duties and the aggregator's tier at random) is shared by every arm and seed. Then,
+policy, :class:`lemon_train.simloop.GruPolicy`, on the simulator's stingy teacher: right roles
+and duties, each tier one too low with probability 0.6) is shared by every arm and seed. Then,
 per seed, four GRPO arms start from it with the same task stream (``tasks_per_step`` fresh tasks
 per step, the same for every arm of a seed) and the same sampling generator seed:
 
@@ -32,8 +32,8 @@ resampled as pairs; paired differences beside them):
 - ``cost_ratio``: worker calls to 80%, ``two_way`` / ``global_cost``;
 - ``paper_kinds_ratio``: steps to 80%, ``paper`` / ``global``;
 - ``task_blind_share``: the best task-blind spec's share of R* on the held-out tasks
-  (goal ≤ 0.7), beside a uniform-random policy's and the best "names the roles, fixes the rest"
-  spec family's (what the teacher's knowledge allows without reading tiers or strictness).
+  (goal ≤ 0.7), beside a uniform-random policy's, the best policy that reads roles and duties
+  but fixes every tier (``fixed_tier_share``), and the stingy teacher's greedy spec's.
 
 Run: ``lemon bench learning --json`` (``--save`` writes ``benchmarks/results/learning-cpu-v2/``);
 ``--quick`` for a smoke run. Uses ``--workers`` processes (default 2, one torch thread each).
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -68,8 +69,10 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=200, help="GRPO steps per arm")
-    parser.add_argument("--eval-every", type=int, default=25)
+    parser.add_argument("--steps", type=int, default=75, help="GRPO steps per arm")
+    parser.add_argument(
+        "--eval-every", type=int, default=5, help="steps between greedy evaluations"
+    )
     parser.add_argument("--tasks-per-step", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=8, help="G of the equal-G arms")
     parser.add_argument("--lr", type=float, default=3e-4, help="GRPO learning rate (Adam)")
@@ -91,8 +94,8 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.eval_every = 2, 4, 2
-        args.tasks_per_step, args.group_size, args.sft_steps = 2, 4, 20
-        args.sft_rows, args.held_out, args.max_group, args.bootstrap = 64, 8, 16, 200
+        args.tasks_per_step, args.group_size, args.sft_steps = 2, 4, 150
+        args.sft_rows, args.held_out, args.max_group, args.bootstrap = 256, 8, 16, 200
     return args
 
 
@@ -110,7 +113,8 @@ def simulator_figures(held: list[Any]) -> dict[str, Any]:
         "task_blind_share": round(blind_share, 4),
         "task_blind_spec": format_spec(blind),
         "uniform_share": round(simulator_v2.uniform_share(held), 4),
-        "roles_only_share": round(simulator_v2.roles_only_best(held)[1], 4),
+        "fixed_tier_share": round(simulator_v2.fixed_tier_best(held)[1], 4),
+        "teacher_mode_share": round(simulator_v2.teacher_mode_share(held), 4),
     }
 
 
@@ -147,23 +151,31 @@ def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[s
     fresh = simulator_v2.make_tasks(128 if not args.quick else 8, seed=HELD_OUT_SEED + 1)
     gen = torch.Generator().manual_seed(0)
     outs = sample(
-        policy, [encoder.prompt(t.text) for t in fresh], eos=encoder.eos,
-        max_new=args.max_new, temperature=args.temperature, generator=gen,
+        policy,
+        [encoder.prompt(t.text) for t in fresh],
+        eos=encoder.eos,
+        max_new=args.max_new,
+        temperature=args.temperature,
+        generator=gen,
     )
     invalid = sum(not _valid(encoder, ids) for ids in outs) / len(outs)
     from lemon.reward import RewardConfig
 
     greedy = evaluate_greedy(policy, encoder, held, max_new=args.max_new, rewards=RewardConfig())
-    return tok_dir, base, {
-        "steps": args.sft_steps,
-        "rows": args.sft_rows,
-        "loss_first": round(losses[0], 4),
-        "loss_last": round(statistics.fmean(losses[-20:]), 4),
-        "invalid_rate": round(invalid, 4),
-        "invalid_samples": len(outs),
-        "greedy_optimum_share": round(greedy, 4),
-        "wall_s": round(wall, 1),
-    }
+    return (
+        tok_dir,
+        base,
+        {
+            "steps": args.sft_steps,
+            "rows": args.sft_rows,
+            "loss_first": round(losses[0], 4),
+            "loss_last": round(statistics.fmean(losses[-20:]), 4),
+            "invalid_rate": round(invalid, 4),
+            "invalid_samples": len(outs),
+            "greedy_optimum_share": round(greedy, 4),
+            "wall_s": round(wall, 1),
+        },
+    )
 
 
 def _valid(encoder: Any, ids: list[int]) -> bool:
@@ -208,8 +220,12 @@ def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, 
     g, top = args.group_size, args.max_group
     gen = torch.Generator().manual_seed(CALIBRATION_SEED)
     outs = sample(
-        policy, [encoder.prompt(t.text) for t in tasks for _ in range(top)], eos=encoder.eos,
-        max_new=args.max_new, temperature=args.temperature, generator=gen,
+        policy,
+        [encoder.prompt(t.text) for t in tasks for _ in range(top)],
+        eos=encoder.eos,
+        max_new=args.max_new,
+        temperature=args.temperature,
+        generator=gen,
     )
     configs = _configs(1.0)
 
@@ -221,8 +237,10 @@ def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, 
         stripped = [[t for t in c if t != encoder.eos] for c in ids]
         got = asyncio.run(
             reward(
-                prompts=[None] * len(ids), completions=[None] * len(ids),
-                completion_ids=stripped, **{k: [v] * len(ids) for k, v in row.items()},
+                prompts=[None] * len(ids),
+                completions=[None] * len(ids),
+                completion_ids=stripped,
+                **{k: [v] * len(ids) for k, v in row.items()},
             )
         )
         return got, reward.last.worker_calls
@@ -244,7 +262,9 @@ def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, 
         top,
     )
     sigma = statistics.fmean(spreads)
-    lam = 1.0 / sigma if args.lambda_cf == "auto" else float(args.lambda_cf)
+    # a warm start whose groups never spread (a smoke run) falls back to λ = 1
+    auto = 1.0 / sigma if sigma > 0 else 1.0
+    lam = auto if args.lambda_cf == "auto" else float(args.lambda_cf)
     return {
         "lambda_cf": round(lam, 4),
         "lambda_rule": "1 / mean within-group σ of R" if args.lambda_cf == "auto" else "given",
@@ -292,9 +312,7 @@ def run_arm(job: dict[str, Any]) -> dict[str, Any]:
     stream = simulator_v2.make_tasks(args.steps * args.tasks_per_step, seed=STREAM_SEED + seed)
     held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
-    reward = SimulatorV2Reward(
-        encoder.decode, rewards=RewardConfig(), counterfactual=cf, seed=seed
-    )
+    reward = SimulatorV2Reward(encoder.decode, rewards=RewardConfig(), counterfactual=cf, seed=seed)
     gen = torch.Generator().manual_seed(seed)
     curve, calls, history = [job["start"]], [0], []
     total = 0
@@ -302,20 +320,26 @@ def run_arm(job: dict[str, Any]) -> dict[str, Any]:
     for step in range(args.steps):
         tasks = stream[step * args.tasks_per_step : (step + 1) * args.tasks_per_step]
         stats = grpo_step(
-            policy, optimizer, reward, encoder, tasks, arm=arm,
-            temperature=args.temperature, max_new=args.max_new, generator=gen,
+            policy,
+            optimizer,
+            reward,
+            encoder,
+            tasks,
+            arm=arm,
+            temperature=args.temperature,
+            max_new=args.max_new,
+            generator=gen,
         )
         total += stats.worker_calls
         history.append(stats)
         if (step + 1) % args.eval_every == 0:
             curve.append(
-                evaluate_greedy(
-                    policy, encoder, held, max_new=args.max_new, rewards=RewardConfig()
-                )
+                evaluate_greedy(policy, encoder, held, max_new=args.max_new, rewards=RewardConfig())
             )
             calls.append(total)
     wall = time.perf_counter() - started
     steps_to, calls_to = first_passage(curve, calls, args.target, args.eval_every)
+    steps_90, _ = first_passage(curve, calls, 0.9, args.eval_every)
     first, last = history[: args.eval_every], history[-args.eval_every :]
     kinds = sorted({k for s in history for k in s.delta_by_kind})
     return {
@@ -327,6 +351,7 @@ def run_arm(job: dict[str, Any]) -> dict[str, Any]:
         "steps_to_target": round(steps_to, 2) if steps_to is not None else None,
         "calls_to_target": round(calls_to) if calls_to is not None else None,
         "reached": steps_to is not None,
+        "steps_to_90": round(steps_90, 2) if steps_90 is not None else None,
         "auc": round(area(curve), 4),
         "final": round(curve[-1], 4),
         "entropy_first": round(statistics.fmean(s.entropy for s in first), 4),
@@ -338,7 +363,9 @@ def run_arm(job: dict[str, Any]) -> dict[str, Any]:
         "span_share": round(statistics.fmean(s.span_share for s in history), 4),
         "mutants_per_step": round(statistics.fmean(s.mutants for s in history), 1),
         "delta_by_kind": {
-            k: round(statistics.fmean(s.delta_by_kind[k] for s in history if k in s.delta_by_kind), 4)
+            k: round(
+                statistics.fmean(s.delta_by_kind[k] for s in history if k in s.delta_by_kind), 4
+            )
             for k in kinds
         },
         "wall_s": round(wall, 1),
@@ -364,15 +391,13 @@ def area(curve: list[float]) -> float:
     """Mean level of the curve over the run (trapezoids, evaluations equally spaced)."""
     if len(curve) < 2:
         return curve[0] if curve else 0.0
-    return sum((a + b) / 2 for a, b in zip(curve, curve[1:], strict=False)) / (len(curve) - 1)
+    return sum((a + b) / 2 for a, b in itertools.pairwise(curve)) / (len(curve) - 1)
 
 
 # ── statistics over seeds ────────────────────────────────────────────────────────────────
 
 
-def _bootstrap(
-    pairs: list[tuple[float, float]], count: int, seed: int = 0
-) -> dict[str, Any]:
+def _bootstrap(pairs: list[tuple[float, float]], count: int, seed: int = 0) -> dict[str, Any]:
     """Ratio of means and mean paired difference of ``(a, b)`` pairs, with 95% percentile
     bootstrap intervals (seeds resampled with replacement, pairs kept together)."""
     rng = random.Random(seed)
@@ -393,7 +418,10 @@ def _bootstrap(
     diffs.sort()
 
     def ci(values: list[float]) -> list[float]:
-        return [round(values[int(0.025 * (count - 1))], 4), round(values[int(0.975 * (count - 1))], 4)]
+        return [
+            round(values[int(0.025 * (count - 1))], 4),
+            round(values[int(0.975 * (count - 1))], 4),
+        ]
 
     return {
         "ratio": round(ratio, 4),
@@ -429,7 +457,9 @@ def summarise(
         return _censored(run, "calls_to_target", cap_calls(run))
 
     headline = {
-        "ratio": _bootstrap([(steps("two_way", s), steps("global", s)) for s in seeds], args.bootstrap),
+        "ratio": _bootstrap(
+            [(steps("two_way", s), steps("global", s)) for s in seeds], args.bootstrap
+        ),
         "cost_ratio": _bootstrap(
             [(calls("two_way", s), calls("global_cost", s)) for s in seeds], args.bootstrap
         ),
@@ -448,6 +478,7 @@ def summarise(
             "group_size": mine[0]["group_size"],
             "reached": sum(r["reached"] for r in mine),
             "steps_to_target": [r["steps_to_target"] for r in mine],
+            "steps_to_90": [r["steps_to_90"] for r in mine],
             "mean_steps_to_target": round(statistics.fmean(steps(arm, s) for s in seeds), 2),
             "calls_to_target": [r["calls_to_target"] for r in mine],
             "mean_calls_to_target": round(statistics.fmean(calls(arm, s) for s in seeds)),
@@ -529,15 +560,32 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             key: getattr(args, key)
             for key in (
-                "quick", "seeds", "steps", "eval_every", "tasks_per_step", "group_size", "lr",
-                "temperature", "lambda_cf", "target", "sft_steps", "sft_lr", "sft_rows",
-                "hidden", "held_out", "max_new", "max_group", "workers",
+                "quick",
+                "seeds",
+                "steps",
+                "eval_every",
+                "tasks_per_step",
+                "group_size",
+                "lr",
+                "temperature",
+                "lambda_cf",
+                "target",
+                "sft_steps",
+                "sft_lr",
+                "sft_rows",
+                "hidden",
+                "held_out",
+                "max_new",
+                "max_group",
+                "workers",
             )
         },
         "wall_s": round(time.perf_counter() - started, 1),
         "cpu_s": round(cpu, 1),
-        "load_average": {"start": [round(x, 2) for x in load_start],
-                         "end": [round(x, 2) for x in os.getloadavg()]},
+        "load_average": {
+            "start": [round(x, 2) for x in load_start],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
         "cores": os.cpu_count(),
     }
     if args.save:

@@ -83,9 +83,7 @@ def test_credit_matrix_and_span_advantages_by_hand() -> None:
     probs = torch.tensor([[0.5, 0.75, 0.5, 0.2], [0.75, 0.5, 0.3, 0.3]])
     # g_span = (0, 1·.25, .5·.5, 0) → ‖·‖ = √.125; g_A = (.5, .25, .5; −.5, −1) → √1.8125
     expected = math.sqrt(0.125) / (math.sqrt(0.125) + math.sqrt(1.8125))
-    assert span_share(torch.tensor([1.0, -2.0]), term, mask, probs.log()) == pytest.approx(
-        expected
-    )
+    assert span_share(torch.tensor([1.0, -2.0]), term, mask, probs.log()) == pytest.approx(expected)
     # the same credit on tokens the policy is sure of carries no gradient
     sure = torch.tensor([[0.5, 1.0, 1.0, 0.2], [0.75, 0.5, 0.3, 0.3]])
     assert span_share(torch.tensor([1.0, -2.0]), term, mask, sure.log()) == 0.0
@@ -98,7 +96,10 @@ def test_field_credits_by_hand() -> None:
     duties = MutantScore(("solver", "duties"), "rollback_role", 0.5, (2, 3))
     # the paper's credit: one per mutant, R − R(m)
     paper = field_credits(0.6, [small, duties], all_values=False)
-    assert [(c.kind, c.tokens) for c in paper] == [("downgrade_capacity", (4,)), ("rollback_role", (2, 3))]
+    assert [(c.kind, c.tokens) for c in paper] == [
+        ("downgrade_capacity", (4,)),
+        ("rollback_role", (2, 3)),
+    ]
     assert [c.delta for c in paper] == pytest.approx([0.4, 0.1])
     # all values: medium sampled (0.6), small 0.2, large 0.9 → 0.6 − (0.6 + 0.2 + 0.9) / 3
     both = field_credits(0.6, [small, large, duties], all_values=True)

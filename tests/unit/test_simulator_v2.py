@@ -30,15 +30,20 @@ def test_reward_by_hand() -> None:
     ]
     # success 1; tokens 6000 + 1000 + 1000 + 1000; 3 agents; 2 edges
     assert reward == pytest.approx(1 - 0.02 * 9 - 0.01 * 3 - 0.005 * 2)
-    # math one tier short (0.35), code with needless duties (0.7): expected (0.35 + 0.7) / 2
+    # math one tier short (0.35), code with needless duties (0.7): expected 0.35 × 0.7
     worse = v2.spec_for([None, (M, True), (S, True), None, None, None], S)
     result = v2.evaluate(worse, "final", t, sampled=False)
-    assert result.success == pytest.approx((0.35 + 0.7) / 2)
-    # sampled with u = 0.5: math fails (0.5 ≥ 0.35), code succeeds (0.5 < 0.7): half done
-    assert v2.evaluate(worse, "final", t).success == 0.5
-    # an uncovered role is a failed part; a specialist as output answers nothing
+    assert result.success == pytest.approx(0.35 * 0.7)
+    # sampled: right only when every part succeeds with the task's draws
+    draws = (0.1, 0.3, 0.1, 0.1, 0.1, 0.1, 0.1)  # math 0.3 < 0.35, code 0.1 < 0.7
+    assert v2.evaluate(worse, "final", task(*t.needs, draws=draws)).success == 1.0
+    draws = (0.1, 0.4, 0.1, 0.1, 0.1, 0.1, 0.1)  # math 0.4 ≥ 0.35
+    assert v2.evaluate(worse, "final", task(*t.needs, draws=draws)).success == 0.0
+    # an uncovered role fails the answer; a specialist as output answers nothing
     lone = Spec(agents=[Agent(name="math", role="math_solver", capacity=L, duties="x")])
     assert v2.evaluate(lone, "math", t).success == 0.0
+    no_code = v2.spec_for([None, (L, True), None, None, None, None], S)
+    assert v2.evaluate(no_code, "final", t, sampled=False).success == 0.0
 
 
 def test_aggregator_tier_grows_with_the_parts() -> None:
@@ -96,16 +101,14 @@ def test_the_optimum_beats_every_spec_of_a_wider_family(seed: int) -> None:
     t = task(*(v2.Need(r, rng.choice(v2.TIERS), rng.random() < 0.5) for r in roles))
     _, best = v2.optimal(t)
     for spec in _wider(t):
-        assert v2.evaluate(spec, "final", t, sampled=False).reward <= best + 1e-9, format_spec(
-            spec
-        )
+        assert v2.evaluate(spec, "final", t, sampled=False).reward <= best + 1e-9, format_spec(spec)
 
 
-def test_six_needed_roles_still_pay_for_every_part() -> None:
-    """The costliest part (large, strict) on a task needing all six roles is still worth it."""
+def test_every_needed_part_pays_even_on_six_parts() -> None:
+    """A large, strict part on a task needing all six roles is still worth its cost."""
     needs = [v2.Need(s.role, L, True) for s in v2.SPECIALISTS]
     t = task(*needs)
-    spec, best = v2.optimal(t)
+    _, best = v2.optimal(t)
     for i in range(6):
         picks: list[v2.Choice] = [(L, True)] * 6
         picks[i] = None
@@ -127,8 +130,19 @@ def test_reading_figures() -> None:
         total = sum(v2.evaluate(other, "final", t, sampled=False).reward for t in held)
         assert total <= blind_total + 1e-9
     assert v2.uniform_share(held) < share
-    _, roles_only = v2.roles_only_best(held)
-    assert share < roles_only < 0.8  # 80% of R* needs tiers or strictness read
+    _, fixed = v2.fixed_tier_best(held)
+    assert share < fixed < 0.8  # 80% of R* needs tiers read
+    assert v2.teacher_mode_share(held) < fixed  # the stingy teacher's greedy spec: lower still
+
+
+def test_the_teacher_is_stingy() -> None:
+    rng = random.Random(0)
+    t = task(v2.Need("math_solver", L, False))
+    specs = [parse_spec(v2.teacher_spec(t, rng)).spec for _ in range(2000)]
+    tiers = [next(a.capacity for a in s.agents if a.name == "math") for s in specs]
+    share = tiers.count(M) / len(tiers)
+    assert share == pytest.approx(v2.TEACHER_STINGY, abs=0.04)
+    assert set(tiers) == {M, L}
 
 
 def test_tasks_rows_and_teacher() -> None:
@@ -143,6 +157,11 @@ def test_tasks_rows_and_teacher() -> None:
         teacher = parse_spec(v2.teacher_spec(t, random.Random(1)))
         roles = {a.role for a in teacher.spec.agents}
         assert {n.role for n in t.needs} <= roles
+        for need in t.needs:  # the teacher knows strictness; its tiers are never too high
+            agent = next(a for a in teacher.spec.agents if a.role == need.role)
+            assert (agent.duties is not None) == need.strict
+            assert v2.TIERS.index(need.tier) - 1 <= v2.TIERS.index(agent.capacity)
+            assert v2.TIERS.index(agent.capacity) <= v2.TIERS.index(need.tier)
         assert teacher.output == v2.AGGREGATOR_NAME
     assert v2.parse_data("synthetic-v2:12") == 12
     assert v2.parse_data("synthetic:12") is None

@@ -15,7 +15,8 @@ Batch sizes: ``per_device_batch_size`` counts *tasks* per device step; TRL's bat
 ``per_device_batch_size × group_size`` completions.
 
 Data: ``synthetic:<N>`` (simulator v1, :mod:`lemon.training.synthetic`: closed-form R_orch,
-short prompts), ``synthetic-v2:<N>`` (simulator v2, :mod:`lemon.training.simulator_v2`) or JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
+short prompts), ``synthetic-v2:<N>`` (simulator v2, :mod:`lemon.training.simulator_v2`) or
+JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
 :func:`lemon.policy.prompt.policy_messages`, executed on ``profile``'s backends).
 """
 

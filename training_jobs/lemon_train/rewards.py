@@ -33,8 +33,8 @@ from typing import Any
 from lemon.reward import Outcome, RewardConfig, orchestration_reward
 from lemon.spec.errors import SpecError
 from lemon.spec.models import Capacity, Spec
-from lemon.spec.roles import default_roles
 from lemon.spec.mutations import Mutation, MutationKind, capacity_mutation, mutations
+from lemon.spec.roles import default_roles
 from lemon.spec.spans import span_to_token_indices
 from lemon.spec.validation import ParsedSpec, parse_spec
 from lemon.training.config import CounterfactualConfig

@@ -70,9 +70,7 @@ class Encoder:
         self.eos = int(tokenizer.eos_token_id)
         self.pad = int(tokenizer.pad_token_id)
         special = set(tokenizer.all_special_ids)
-        self.pieces = [
-            "" if i in special else tokenizer.decode([i]) for i in range(len(tokenizer))
-        ]
+        self.pieces = ["" if i in special else tokenizer.decode([i]) for i in range(len(tokenizer))]
 
     def prompt(self, text: str) -> list[int]:
         chat = self.tokenizer.apply_chat_template(
@@ -273,15 +271,20 @@ def grpo_step(
     g = arm.group_size
     prompts = [encoder.prompt(task.text) for task in tasks for _ in range(g)]
     completions = sample(
-        policy, prompts, eos=encoder.eos, max_new=max_new, temperature=temperature,
+        policy,
+        prompts,
+        eos=encoder.eos,
+        max_new=max_new,
+        temperature=temperature,
         generator=generator,
     )
     rows = [simulator_v2.task_row(task) for task in tasks for _ in range(g)]
     columns = {key: [row[key] for row in rows] for key in rows[0]}
     stripped = [[t for t in c if t != encoder.eos] for c in completions]
     rewards = asyncio.run(
-        reward(prompts=prompts, completions=[None] * len(prompts), completion_ids=stripped,
-               **columns)
+        reward(
+            prompts=prompts, completions=[None] * len(prompts), completion_ids=stripped, **columns
+        )
     )
     credits = reward.take_pending(len(prompts))
     stats = reward.last
@@ -325,8 +328,12 @@ def evaluate_greedy(
     """Σ R / Σ R* of the greedy specs on ``tasks`` (expected success; invalid counts
     ``invalid_reward``)."""
     outs = sample(
-        policy, [encoder.prompt(t.text) for t in tasks], eos=encoder.eos, max_new=max_new,
-        temperature=1.0, greedy=True,
+        policy,
+        [encoder.prompt(t.text) for t in tasks],
+        eos=encoder.eos,
+        max_new=max_new,
+        temperature=1.0,
+        greedy=True,
     )
     total = 0.0
     for task, ids in zip(tasks, outs, strict=True):
@@ -346,4 +353,3 @@ def group_std(rewards: Sequence[float], group_size: int) -> float:
     """Mean within-group standard deviation (Bessel) of ``rewards`` grouped as GRPO groups."""
     groups = [rewards[i : i + group_size] for i in range(0, len(rewards), group_size)]
     return statistics.fmean(statistics.stdev(g) for g in groups)
-

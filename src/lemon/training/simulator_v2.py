@@ -24,12 +24,12 @@ specialist and one for the aggregator, uniform on [0, 1)), used by every spec sc
   ``p_r = 0`` when it is not covered;
 - the aggregator's own required tier grows with the number ``n`` of needed roles (small for
   n ≤ 2, medium for 3-4, large for 5-6): ``p_agg = TIER_SHORTFALL ** (tiers short)``;
-- *sampled* success (training): the share of needed roles whose part succeeds,
-  ``(1/n) Σ_r [u_r < p_r]``, times ``[u_agg < p_agg]``. The draws belong to the task, so a
-  spec, all of its mutants and the other specs sampled for the same task see the same draws
-  (common random numbers; a worker that gives the same answer to the same call, as the
-  engine's reuse cache assumes). *Expected* success (evaluation, ``sampled=False``) is
-  ``p_agg × (1/n) Σ_r p_r``;
+- *sampled* success (training) is ``1`` when ``u_agg < p_agg`` and ``u_r < p_r`` for every
+  needed role, else ``0``: the answer is right only when every part is. The draws belong to
+  the task, so a spec, all of its mutants and the other specs sampled for the same task see the
+  same draws (common random numbers; a worker that gives the same answer to the same call, as
+  the engine's reuse cache assumes). *Expected* success (evaluation, ``sampled=False``) is
+  ``p_agg × Π_r p_r``;
 - ``worker_tokens = Σ_agents TIER_TOKENS[capacity] + DUTIES_TOKENS`` per agent with duties:
   every agent costs, needed or not (small 1,000, medium 3,000, large 6,000; duties 1,000);
 - ``R = orchestration_reward(success, worker_tokens, agents, edges)`` (:mod:`lemon.reward`,
@@ -37,20 +37,21 @@ specialist and one for the aggregator, uniform on [0, 1)), used by every spec sc
 
 **Optimum.** One agent per needed role at its required tier, with duties exactly when strict,
 and an aggregator at its required tier without duties that depends on all of them: every factor
-is 1, and nothing cheaper keeps them so. A tier short multiplies a part by 0.35, losing at
-least 0.65 / 6 ≈ 0.108 of R while saving at most 0.06; leaving a needed role out loses at
-least 1 / 6 ≈ 0.167 while saving at most 0.155 (a large agent with duties, its edge); duties
-are worth 0.5 / 6 on a strict part and cost 0.3 / n + 0.02 on a loose one; an aggregator a tier
-short multiplies all of success by 0.35. ``tests/unit/test_simulator_v2.py`` checks the optimum
-against every spec of a wider family. :func:`task_blind_best` finds the best spec that ignores the text (exactly),
-:func:`uniform_share` the share of R* of a policy drawing every choice uniformly, and
-:func:`roles_only_best` the best spec family that names exactly the task's roles and fixes
-everything else (what the SFT teacher's knowledge allows).
+is 1, and nothing cheaper keeps them so. Leaving a needed role out makes success 0; a tier
+short (``TIER_SHORTFALL = 0.35``) multiplies it by 0.35 while saving at most 0.06 of R; missing
+duties halve it for 0.02; needless duties cost 0.3 of it and 0.02; extra agents only cost.
+``tests/unit/test_simulator_v2.py`` checks the optimum against every spec of a wider family.
+:func:`task_blind_best` finds the best spec that ignores the text (exactly) and
+:func:`uniform_share` the share of R* of a policy drawing every choice uniformly.
 
-The SFT teacher (:func:`teacher_spec`) names exactly the task's roles plus, with probability
-:data:`TEACHER_EXTRA`, each unneeded one, with uniformly random tiers and duties: it teaches the
-language and which specialists a task names, not their tiers, their strictness or the
-aggregator's tier, so what GRPO gains afterwards is measurable.
+The SFT teacher (:func:`teacher_spec`) is *stingy*: it writes the task's roles with the right
+duties, but each tier (the specialists' and the aggregator's) is one below the required one
+with probability :data:`TEACHER_STINGY` (0.6), and it adds each unneeded role with probability
+:data:`TEACHER_EXTRA`. A policy that learned it writes, greedily, every tier that can be one too
+low one too low (:func:`teacher_mode_share`), the right tier being its second choice (0.4). What
+GRPO must learn is to move up exactly the tiers the task asks for: a policy that writes large
+everywhere instead stops at :func:`fixed_tier_best` (about 0.75 of R* on the held-out tasks),
+below the 0.8 the benchmark asks.
 """
 
 from __future__ import annotations
@@ -76,14 +77,15 @@ __all__ = [
     "Specialist",
     "Task",
     "evaluate",
+    "fixed_tier_best",
     "make_tasks",
     "optimal",
     "parse_data",
-    "roles_only_best",
     "spec_for",
     "task_blind_best",
     "task_from_row",
     "task_row",
+    "teacher_mode_share",
     "teacher_spec",
     "uniform_share",
 ]
@@ -116,7 +118,8 @@ TIER_WORDS = {
 }
 STRICT_WORDS = {True: ("exact", "strict"), False: ("loose", "rough")}
 NEED_PROBABILITY = 0.4
-TEACHER_EXTRA = 0.2
+TEACHER_EXTRA = 0.1
+TEACHER_STINGY = 0.6
 TIER_TOKENS = {Capacity.SMALL: 1000, Capacity.MEDIUM: 3000, Capacity.LARGE: 6000}
 DUTIES_TOKENS = 1000
 TIER_SHORTFALL = 0.35
@@ -259,13 +262,13 @@ def evaluate(
     if out.role == AGGREGATOR_ROLE:
         p_agg: float = TIER_SHORTFALL ** _shortfall(out.capacity, task.aggregator_tier)
         parts = [by_name[name] for name in out.depends_on]
-        share = 1.0 / len(task.needs)
-        done = 0.0
+        expected = p_agg
+        succeeded = task.draws[-1] < p_agg
         for need in task.needs:
             p = max((_part(a, need) for a in parts if a.role == need.role), default=0.0)
-            expected += share * p_agg * p
-            done += share * float(task.draws[_ROLE_INDEX[need.role]] < p)
-        success = done * float(task.draws[-1] < p_agg)
+            expected *= p
+            succeeded = succeeded and task.draws[_ROLE_INDEX[need.role]] < p
+        success = float(succeeded)
     tokens = sum(
         TIER_TOKENS[a.capacity] + (DUTIES_TOKENS if a.duties is not None else 0)
         for a in spec.agents
@@ -313,16 +316,29 @@ def optimal(task: Task, *, config: RewardConfig = DEFAULT_CONFIG) -> tuple[Spec,
     return spec, evaluate(spec, AGGREGATOR_NAME, task, sampled=False, config=config).reward
 
 
+def _stingy(tier: Capacity, rng: random.Random) -> Capacity:
+    """The teacher's tier for a part that needs ``tier``: one below with probability
+    :data:`TEACHER_STINGY` (small stays small)."""
+    if rng.random() < TEACHER_STINGY:
+        return TIERS[max(0, _TIER_INDEX[tier] - 1)]
+    return tier
+
+
 def teacher_spec(task: Task, rng: random.Random) -> str:
-    """An SFT target: the task's roles (plus random extras), random tiers and duties."""
-    needed = {n.role for n in task.needs}
-    choices: list[Choice] = [
-        (rng.choice(TIERS), rng.random() < 0.5)
-        if s.role in needed or rng.random() < TEACHER_EXTRA
-        else None
-        for s in SPECIALISTS
-    ]
-    return format_spec(spec_for(choices, rng.choice(TIERS)))
+    """An SFT target from a stingy teacher: the task's roles with the right duties, each tier
+    (the specialists' and the aggregator's) one below the required one with probability
+    :data:`TEACHER_STINGY`, plus each unneeded role with probability :data:`TEACHER_EXTRA`
+    (random tier and duties)."""
+    needs = {n.role: n for n in task.needs}
+    choices: list[Choice] = []
+    for s in SPECIALISTS:
+        if s.role in needs:
+            choices.append((_stingy(needs[s.role].tier, rng), needs[s.role].strict))
+        elif rng.random() < TEACHER_EXTRA:
+            choices.append((rng.choice(TIERS), rng.random() < 0.5))
+        else:
+            choices.append(None)
+    return format_spec(spec_for(choices, _stingy(task.aggregator_tier, rng)))
 
 
 # ── figures of the simulator itself ───────────────────────────────────────────────────────
@@ -338,44 +354,62 @@ def _cost(choice: Choice, config: RewardConfig) -> float:
     return config.token_cost * tokens / 1000 + config.agent_cost + config.edge_cost
 
 
+def _factors(tasks: Sequence[Task]) -> list[list[list[float]]]:
+    """``[specialist][choice][task]``: the success factor a choice gives each task (1 where the
+    specialist is not needed)."""
+    out = []
+    for s in SPECIALISTS:
+        needs = [next((n for n in t.needs if n.role == s.role), None) for t in tasks]
+        rows = []
+        for choice in _CHOICES:
+            if choice is None:
+                rows.append([0.0 if n else 1.0 for n in needs])
+                continue
+            agent = Agent(
+                name=s.name, role=s.role, capacity=choice[0], duties=DUTIES if choice[1] else None
+            )
+            rows.append([_part(agent, n) if n else 1.0 for n in needs])
+        out.append(rows)
+    return out
+
+
 def task_blind_best(
     tasks: Sequence[Task], *, config: RewardConfig = DEFAULT_CONFIG
 ) -> tuple[Spec, float]:
     """The one spec with the highest mean expected R over ``tasks``, and its share of the mean
-    R* (Σ R / Σ R*). Exact: for a fixed aggregator tier ``a`` the mean expected R is
-    ``Σ_r [mean_t p_agg(a, t) · f_t(r, c_r) / n_t − cost(c_r)] − cost(a)``, a sum of one term
-    per specialist, so each specialist's best choice (absent, or a tier and duties) is found
-    on its own, for each of the three aggregator tiers."""
-    best: tuple[float, list[Choice], Capacity] | None = None
+    R* (Σ R / Σ R*). Exact: depth-first over every specialist's choice (absent, or a tier and
+    duties) for each aggregator tier, pruned with the bound "later factors are at most 1 and
+    later costs at least 0"."""
+    factors = _factors(tasks)
+    count = len(tasks)
+    best: list[Any] = [float("-inf"), None]
+
+    def walk(depth: int, product: list[float], cost: float, chosen: list[Choice]) -> None:
+        bound = sum(product) / count - cost
+        if bound <= best[0]:
+            return
+        if depth == len(SPECIALISTS):
+            best[:] = [bound, list(chosen)]
+            return
+        rows = factors[depth]
+        options = sorted(
+            range(len(_CHOICES)),
+            key=lambda c: -sum(p * f for p, f in zip(product, rows[c], strict=True)),
+        )
+        for c in options:
+            chosen.append(_CHOICES[c])
+            nxt = [p * f for p, f in zip(product, rows[c], strict=True)]
+            walk(depth + 1, nxt, cost + _cost(_CHOICES[c], config), chosen)
+            chosen.pop()
+
+    found: list[tuple[float, list[Choice], Capacity]] = []
     for tier in TIERS:
-        weights = [
-            TIER_SHORTFALL ** _shortfall(tier, task.aggregator_tier) / len(task.needs)
-            for task in tasks
-        ]
-        choices: list[Choice] = []
-        value = -(config.agent_cost + config.token_cost * TIER_TOKENS[tier] / 1000)
-        for s in SPECIALISTS:
-            needs = [next((n for n in t.needs if n.role == s.role), None) for t in tasks]
-
-            def gain(choice: Choice, needs: list[Need | None] = needs) -> float:
-                if choice is None:
-                    return 0.0
-                agent = Agent(
-                    name=s.name, role=s.role, capacity=choice[0],
-                    duties=DUTIES if choice[1] else None,
-                )
-                hits = sum(
-                    w * _part(agent, n) for w, n in zip(weights, needs, strict=True) if n
-                )
-                return hits / len(tasks) - _cost(choice, config)
-
-            pick = max(_CHOICES, key=gain)
-            choices.append(pick)
-            value += gain(pick)
-        if best is None or value > best[0]:
-            best = (value, choices, tier)
-    assert best is not None
-    spec = spec_for(best[1], best[2])
+        best[:] = [float("-inf"), None]
+        start = [TIER_SHORTFALL ** _shortfall(tier, t.aggregator_tier) for t in tasks]
+        walk(0, start, config.agent_cost + config.token_cost * TIER_TOKENS[tier] / 1000, [])
+        found.append((best[0], best[1], tier))
+    _, choices, tier = max(found, key=lambda item: item[0])
+    spec = spec_for(choices, tier)
     reward = sum(
         evaluate(spec, AGGREGATOR_NAME, t, sampled=False, config=config).reward for t in tasks
     )
@@ -383,32 +417,49 @@ def task_blind_best(
     return spec, reward / optimum
 
 
-def roles_only_best(
+def fixed_tier_best(
     tasks: Sequence[Task], *, config: RewardConfig = DEFAULT_CONFIG
-) -> tuple[tuple[Capacity, bool, Capacity], float]:
-    """The best policy that writes exactly the task's roles (what the SFT teacher teaches) with
-    one fixed tier and duties choice for all of them and a fixed aggregator tier: its choice
-    and its share of R* (Σ R / Σ R*). What is left above it needs tiers, strictness or the
-    aggregator's tier read from the task."""
+) -> tuple[tuple[Capacity, Capacity], float]:
+    """The best policy that writes the task's roles with the right duties and never reads a
+    tier: one tier for every specialist and one for the aggregator. Its tiers and its share
+    of R* (Σ R / Σ R*); going above it needs tiers read."""
     optimum = sum(optimal(t, config=config)[1] for t in tasks)
-    best: tuple[float, tuple[Capacity, bool, Capacity]] | None = None
+    best: tuple[float, tuple[Capacity, Capacity]] | None = None
     for tier in TIERS:
-        for duties in (False, True):
-            for aggregator in TIERS:
-                total = 0.0
-                for task in tasks:
-                    needed = {n.role for n in task.needs}
-                    spec = spec_for(
-                        [(tier, duties) if s.role in needed else None for s in SPECIALISTS],
-                        aggregator,
-                    )
-                    total += evaluate(
-                        spec, AGGREGATOR_NAME, task, sampled=False, config=config
-                    ).reward
-                if best is None or total > best[0]:
-                    best = (total, (tier, duties, aggregator))
+        for aggregator in TIERS:
+            total = sum(
+                _reward(_read(task, lambda need, tier=tier: tier), aggregator, task, config)
+                for task in tasks
+            )
+            if best is None or total > best[0]:
+                best = (total, (tier, aggregator))
     assert best is not None
     return best[1], best[0] / optimum
+
+
+def teacher_mode_share(tasks: Sequence[Task], *, config: RewardConfig = DEFAULT_CONFIG) -> float:
+    """Share of R* of the stingy teacher's most likely spec: every tier one below the required
+    one (what an SFT policy that learned the teacher writes greedily)."""
+    optimum = sum(optimal(t, config=config)[1] for t in tasks)
+    total = 0.0
+    for task in tasks:
+        below = TIERS[max(0, _TIER_INDEX[task.aggregator_tier] - 1)]
+        lower = _read(task, lambda need: TIERS[max(0, _TIER_INDEX[need.tier] - 1)])
+        total += _reward(lower, below, task, config)
+    return total / optimum
+
+
+def _read(task: Task, tier_of: Any) -> list[Choice]:
+    needs = {n.role: n for n in task.needs}
+    return [
+        (tier_of(needs[s.role]), needs[s.role].strict) if s.role in needs else None
+        for s in SPECIALISTS
+    ]
+
+
+def _reward(choices: list[Choice], aggregator: Capacity, task: Task, config: RewardConfig) -> float:
+    spec = spec_for(choices, aggregator)
+    return evaluate(spec, AGGREGATOR_NAME, task, sampled=False, config=config).reward
 
 
 def uniform_share(
@@ -424,7 +475,9 @@ def uniform_share(
     total = 0.0
     for task in tasks:
         for _ in range(samples):
-            choices: list[Choice] = [rng.choice(_CHOICES[1:]) if rng.random() < 0.5 else None for _ in SPECIALISTS]
+            choices: list[Choice] = [
+                rng.choice(_CHOICES[1:]) if rng.random() < 0.5 else None for _ in SPECIALISTS
+            ]
             spec = spec_for(choices, rng.choice(TIERS))
             total += evaluate(spec, AGGREGATOR_NAME, task, sampled=False, config=config).reward
     optimum = sum(optimal(t, config=config)[1] for t in tasks)
