@@ -47,9 +47,9 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from lemon.learning.simulator import make_tasks, synthetic_messages
+    from lemon.learning.training_config import CounterfactualConfig
     from lemon.reward import RewardConfig
-    from lemon.training.config import CounterfactualConfig
-    from lemon.training.synthetic import make_tasks, synthetic_messages
     from lemon_train.common import load_model_and_tokenizer
     from lemon_train.credit import SpanCredit, group_advantages
     from lemon_train.grpo import CounterfactualGRPOTrainer
@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_of_medians": round(span / plain, 4),
         "ratio_of_minima": round(min(times["span"]) / min(times["plain"]), 4),
         "goal": "ratio <= 1.05",
+        "timed": "advantages + compute_loss + backward + AdamW step of one batch",
+        "not_timed": "generation, reward functions, mutant executions (scoring)",
         "plain_step_s": round(plain, 5),
         "span_step_s": round(span, 5),
         "repeats": args.repeats,

@@ -1,6 +1,6 @@
 """Does counterfactual credit make GRPO learn faster? Simulator v2, paired seeds, four arms.
 
-The environment is :mod:`lemon.training.simulator_v2` (a simulator, not a benchmark: closed-form
+The environment is :mod:`lemon.learning.simulator_v2` (a simulator, not a benchmark: closed-form
 R_orch, optimum known, needs the task read). One SFT warm start (a small GRU encoder-decoder
 policy, :class:`lemon_train.simloop.GruPolicy`, on the simulator's stingy teacher: right roles
 and duties, each tier one too low with probability 0.6) is shared by every arm and seed. Then,
@@ -103,8 +103,8 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def simulator_figures(held: list[Any]) -> dict[str, Any]:
+    from lemon.learning import simulator_v2
     from lemon.spec.formatting import format_spec
-    from lemon.training import simulator_v2
 
     optimum = [simulator_v2.optimal(t)[1] for t in held]
     blind, blind_share = simulator_v2.task_blind_best(held)
@@ -125,7 +125,7 @@ def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[s
     """Tokenizer and SFT'd policy saved under ``work``; the SFT report."""
     import torch
 
-    from lemon.training import simulator_v2
+    from lemon.learning import simulator_v2
     from lemon_train.simloop import Encoder, GruPolicy, evaluate_greedy, sample, sft
     from lemon_train.tiny_policy import train_tokenizer
 
@@ -179,7 +179,7 @@ def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[s
 
 
 def _valid(encoder: Any, ids: list[int]) -> bool:
-    from lemon.spec.errors import SpecError
+    from lemon.spec.issues import SpecError
     from lemon.spec.validation import parse_spec
 
     try:
@@ -190,8 +190,8 @@ def _valid(encoder: Any, ids: list[int]) -> bool:
 
 
 def _configs(lam: float) -> dict[str, Any]:
+    from lemon.learning.training_config import CounterfactualConfig
     from lemon.spec.mutations import PAPER_KINDS, TWO_WAY_KINDS
-    from lemon.training.config import CounterfactualConfig
 
     return {
         "global": CounterfactualConfig(enabled=False),
@@ -210,8 +210,8 @@ def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, 
 
     import torch
 
+    from lemon.learning import simulator_v2
     from lemon.reward import RewardConfig
-    from lemon.training import simulator_v2
     from lemon_train.rewards import SimulatorV2Reward
     from lemon_train.simloop import group_std, sample
 
@@ -299,8 +299,8 @@ def run_arm(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
+    from lemon.learning import simulator_v2
     from lemon.reward import RewardConfig
-    from lemon.training import simulator_v2
     from lemon_train.rewards import SimulatorV2Reward
     from lemon_train.simloop import ArmConfig, evaluate_greedy, grpo_step
 
@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
     load_start = os.getloadavg()
-    from lemon.training import simulator_v2
+    from lemon.learning import simulator_v2
 
     with tempfile.TemporaryDirectory(prefix="lemon-bench-learning-") as temp:
         work = Path(args.workdir) if args.workdir else Path(temp)
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     report: dict[str, Any] = {
         "benchmark": "learning",
-        "environment": "simulator v2 (lemon.training.simulator_v2), GRU policy, "
+        "environment": "simulator v2 (lemon.learning.simulator_v2), GRU policy, "
         "lemon_train.simloop",
         "ratio": headline["ratio"]["ratio"],
         "ratio_ci95": headline["ratio"]["ratio_ci95"],

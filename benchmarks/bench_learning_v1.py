@@ -1,12 +1,12 @@
 """Simulator v1 through TRL: the first learning measurement, kept to reproduce its results.
 
 ``lemon bench learning`` (``bench_learning.py``) is the current measurement (simulator v2,
-paired seeds, four arms). This one runs :mod:`lemon.training.synthetic` (simulator v1) through
+paired seeds, four arms). This one runs :mod:`lemon.learning.simulator` (simulator v1) through
 ``lemon_train.grpo.run``, TRL's trainer, and reproduces ``benchmarks/results/learning-cpu/``.
 
 For each seed: a tiny random Llama (with a small byte-level BPE trained on the simulator's
 text, :mod:`lemon_train.tiny_policy`) is SFT-warm-started on
-teacher specs of the simulator (:mod:`lemon.training.synthetic`: valid specs with the right
+teacher specs of the simulator (:mod:`lemon.learning.simulator`: valid specs with the right
 role but random tiers, duties and verifier), its invalid-spec rate is measured on fresh tasks
 (sampled at the GRPO temperature), then GRPO runs twice from that same SFT version: global-only
 (``counterfactual.enabled: false``) and with counterfactual span credit. Both runs go through
@@ -83,7 +83,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def _sft_rows(path: Path, count: int, seed: int) -> None:
-    from lemon.training.synthetic import make_tasks, synthetic_messages, teacher_spec
+    from lemon.learning.simulator import make_tasks, synthetic_messages, teacher_spec
 
     rng = random.Random(seed)
     with path.open("w", encoding="utf-8") as handle:
@@ -101,9 +101,9 @@ def invalid_rate(
     """Share of sampled completions (GRPO's temperature, fresh tasks) failing ``parse_spec``."""
     import torch
 
-    from lemon.spec.errors import SpecError
+    from lemon.learning.simulator import make_tasks, synthetic_messages
+    from lemon.spec.issues import SpecError
     from lemon.spec.validation import parse_spec
-    from lemon.training.synthetic import make_tasks, synthetic_messages
     from lemon_train.common import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(str(policy))
@@ -147,7 +147,7 @@ def steps_to(curve: list[float], target: float, window: int) -> int | None:
 def _grpo(
     args: argparse.Namespace, base: Path, out: Path, seed: int, counterfactual: bool
 ) -> dict[str, Any]:
-    from lemon.training.config import TrainingConfig
+    from lemon.learning.training_config import TrainingConfig
     from lemon_train import grpo
 
     config = TrainingConfig.model_validate(
@@ -201,7 +201,7 @@ def _grpo(
 
 def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, Any]]:
     """The one SFT warm start every seed's GRPO runs start from, and its invalid-spec rate."""
-    from lemon.training.config import TrainingConfig
+    from lemon.learning.training_config import TrainingConfig
     from lemon_train import sft
     from lemon_train.tiny_policy import tiny_policy_model
 
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     global_steps = statistics.fmean(s["global"]["steps_to_90"] for s in seeds)
     report: dict[str, Any] = {
         "benchmark": "learning",
-        "environment": "synthetic orchestration simulator (lemon.training.synthetic)",
+        "environment": "synthetic orchestration simulator (lemon.learning.simulator)",
         "ratio": round(cf_steps / global_steps, 4),
         "goal": "ratio <= 0.7; sft_invalid_rate < 0.05",
         "sft_invalid_rate": round(sft_report["invalid_rate"], 4),

@@ -33,9 +33,8 @@ from bench_batching import run as run_batching
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.cpu_linear import fbgemm_runs_here
 from lemon.backends.local import PACKAGED, LocalBackend, ModelSource, load_model
-from lemon.data.errors import DataError
 from lemon.data.items import Benchmark
-from lemon.data.paths import Source, source_path
+from lemon.data.paths import DataError, Source, source_path
 
 
 def solutions(limit: int) -> list[list[dict[str, str]]]:

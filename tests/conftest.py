@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -9,15 +10,32 @@ from pathlib import Path
 
 import pytest
 
+# The persistent call cache stays off in tests unless a test turns it on (with its own file):
+# a cache shared across test runs would answer calls whose counts the tests check.
+os.environ.setdefault("LEMON_CALL_CACHE", "off")
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples" / "specs").glob("*.yaml"))
 LEMON = Path(sys.executable).with_name("lemon")
 
 
+def require_extra(extra: str, *modules: str) -> None:
+    """Fail, never skip, when a tier's modules are missing, naming the extra that installs them
+    (call at a test module's top, before importing them)."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.fail(
+            f"these tests need the `{extra}` extra ({', '.join(missing)} not installed): "
+            f".venv/bin/python -m pip install -e '.[{extra}]' (scripts/setup installs it)",
+            pytrace=False,
+        )
+
+
 def run_lemon(
-    *args: str, stdin: str | None = None, cwd: Path | None = None
+    *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``lemon`` console script, as a user would."""
+    """Run the installed ``lemon`` console script, as a user would. ``timeout`` stops a hang;
+    it is no speed check (runs on real models take minutes on a loaded machine)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run(
         [str(LEMON), *args],
@@ -26,7 +44,7 @@ def run_lemon(
         text=True,
         cwd=cwd or ROOT,
         env=env,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
 

@@ -1,6 +1,8 @@
 """The one door to the API server: every read and write the operator makes goes through here.
 
-Built on the official ``kubernetes`` client (synchronous; kopf runs sync handlers in threads).
+:class:`Client` is the interface the handlers use; :class:`RestClient` implements it on the
+official ``kubernetes`` client (synchronous; kopf runs sync handlers in threads), and
+:class:`lemon_operator.fake_kube.FakeClient` in memory, for unit tests of the handlers.
 ``Conflict`` (409) and ``NotFound`` (404) are turned into outcomes the handlers can reason
 about; any other API error propagates and kopf retries the handler.
 """
@@ -13,21 +15,27 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from lemon.resources.crds import GROUP, PLURALS, VERSION
 
 __all__ = [
     "ISVC",
     "POLICIES",
     "PROFILES",
     "PYTORCHJOBS",
+    "RUNS",
     "SPECS",
     "TRAININGS",
+    "Body",
     "Client",
     "ObjectRef",
+    "PatchOutcome",
     "Resource",
+    "RestClient",
     "connect",
 ]
 
@@ -44,15 +52,25 @@ class Resource:
         return f"{self.group}/{self.version}"
 
 
-SPECS = Resource("lemon.ai", "v1alpha1", "lemonspecs", "LemonSpec")
-PROFILES = Resource("lemon.ai", "v1alpha1", "lemoncapacityprofiles", "LemonCapacityProfile")
+def _lemon(kind: str) -> Resource:
+    return Resource(GROUP, VERSION, PLURALS[kind], kind)
+
+
+SPECS = _lemon("LemonSpec")
+PROFILES = _lemon("LemonCapacityProfile")
+TRAININGS = _lemon("LemonTraining")
+POLICIES = _lemon("LemonPolicy")
+RUNS = _lemon("LemonRun")
 ISVC = Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
-TRAININGS = Resource("lemon.ai", "v1alpha1", "lemontrainings", "LemonTraining")
-POLICIES = Resource("lemon.ai", "v1alpha1", "lemonpolicies", "LemonPolicy")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 
 Body = dict[str, Any]
 Bodies = list[Body]  # spelled once here: inside Client, ``list`` is a method
+# Every write asks the API server to refuse fields its schema does not know, instead of pruning
+# them silently (the default): a manifest KServe's or Kubeflow's CRD does not describe fails
+# loudly at the write, with the field's path.
+_STRICT = "Strict"
+PatchOutcome = Literal["patched", "conflict", "gone"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +83,76 @@ class ObjectRef:
     uid: str
 
 
-def connect(*, kubeconfig: Path | None = None, pool_size: int = 32) -> Client:
+class Client(Protocol):
+    """What the handlers ask of the API server (custom objects, InferenceServices, PyTorchJobs,
+    ConfigMaps, pods and events), with 404 and 409 as outcomes."""
+
+    def get(self, resource: Resource, *, namespace: str, name: str) -> Body | None:
+        """The object, or None when it does not exist."""
+        ...
+
+    def list(self, resource: Resource, *, namespace: str, labels: str | None = None) -> Bodies:
+        """The objects in ``namespace`` matching the label selector ``labels`` (``k=v,...``)."""
+        ...
+
+    def create(self, resource: Resource, *, body: Mapping[str, Any]) -> bool:
+        """Create ``body``; False when an object of that name already exists (409)."""
+        ...
+
+    def patch(
+        self, resource: Resource, *, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> bool:
+        """Merge-patch the object; False when it is gone."""
+        ...
+
+    def patch_unless_changed(
+        self,
+        resource: Resource,
+        *,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        patch: Mapping[str, Any],
+    ) -> PatchOutcome:
+        """Merge-patch the object only if it is still at ``resource_version``."""
+        ...
+
+    def create_config_map(self, *, body: Mapping[str, Any]) -> bool:
+        """Create a ConfigMap; False when one of that name already exists (409)."""
+        ...
+
+    def delete_config_map(self, *, namespace: str, name: str) -> bool:
+        """Delete a ConfigMap; False when it was already gone."""
+        ...
+
+    def list_pods(self, *, namespace: str, labels: str) -> Bodies:
+        """The pods matching ``labels``, as plain JSON objects (camelCase keys)."""
+        ...
+
+    def replace_spec(
+        self, resource: Resource, *, namespace: str, name: str, spec: Mapping[str, Any]
+    ) -> bool:
+        """Replace ``spec`` wholesale; False when the object is gone."""
+        ...
+
+    def patch_status(
+        self, resource: Resource, *, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> bool:
+        """Merge-patch the status subresource; False when the object is gone."""
+        ...
+
+    def delete(self, resource: Resource, *, namespace: str, name: str) -> bool:
+        """Delete the object; False when it was already gone."""
+        ...
+
+    def emit_event(
+        self, ref: ObjectRef, *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """Record a core/v1 Event on the object (``kubectl describe`` shows it)."""
+        ...
+
+
+def connect(*, kubeconfig: Path | None = None, pool_size: int = 32) -> RestClient:
     """A client from ``kubeconfig`` if given, else the in-cluster service account, else the
     kubeconfig named by ``KUBECONFIG`` (or ``~/.kube/config``)."""
     configuration = client.Configuration()
@@ -77,15 +164,15 @@ def connect(*, kubeconfig: Path | None = None, pool_size: int = 32) -> Client:
     if kubeconfig is not None:
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
-    return Client(client.ApiClient(configuration))
+    return RestClient(client.ApiClient(configuration))
 
 
 def _status_code(error: ApiException) -> int:
     return int(error.status or 0)
 
 
-class Client:
-    """Typed calls on LEMON's resources and InferenceServices."""
+class RestClient:
+    """:class:`Client` over the API server's REST API (the official ``kubernetes`` client)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self._custom = client.CustomObjectsApi(api)
@@ -122,7 +209,12 @@ class Client:
         namespace = body["metadata"]["namespace"]
         try:
             self._custom.create_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, dict(body)
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                dict(body),
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 409:
@@ -136,7 +228,13 @@ class Client:
         """Merge-patch the object; False when it is gone."""
         try:
             self._custom.patch_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name, dict(patch)
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                dict(patch),
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:
@@ -152,7 +250,7 @@ class Client:
         name: str,
         resource_version: str,
         patch: Mapping[str, Any],
-    ) -> Literal["patched", "conflict", "gone"]:
+    ) -> PatchOutcome:
         """Merge-patch the object only if it is still at ``resource_version`` (optimistic
         concurrency: the API server answers 409 when someone wrote it in between)."""
         guarded = {
@@ -161,7 +259,13 @@ class Client:
         }
         try:
             self._custom.patch_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name, guarded
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                guarded,
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:
@@ -175,7 +279,7 @@ class Client:
         """Create a ConfigMap; False when one of that name already exists (409)."""
         try:
             self._core.create_namespaced_config_map(
-                body["metadata"]["namespace"], cast(Any, dict(body))
+                body["metadata"]["namespace"], cast(Any, dict(body)), field_validation=_STRICT
             )
         except ApiException as error:
             if _status_code(error) == 409:
@@ -213,6 +317,7 @@ class Client:
                 resource.plural,
                 name,
                 operations,
+                field_validation=_STRICT,
                 _content_type="application/json-patch+json",
             )
         except ApiException as error:
@@ -233,6 +338,7 @@ class Client:
                 resource.plural,
                 name,
                 {"status": dict(status)},
+                field_validation=_STRICT,
             )
         except ApiException as error:
             if _status_code(error) == 404:

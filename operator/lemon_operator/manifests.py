@@ -1,23 +1,25 @@
 """Pure builders of the objects the operator owns: KServe InferenceServices (one per tier, one
-per policy), and for a training its PyTorchJob and the ConfigMap holding its TrainingConfig."""
+per policy), for a training its PyTorchJob and the ConfigMap holding its TrainingConfig, for a
+run the ConfigMap holding its trace, and for a LemonSpec with a task the LemonRun of that task."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from lemon.resources import TierSpec
-from lemon.resources.policy import PolicyServing, PolicyVersionEntry
-from lemon.resources.training import (
+from lemon.learning.training_config import TrainingConfig
+from lemon.resources import API_VERSION, TierSpec
+from lemon.resources.lemon_policy import PolicyServing, PolicyVersionEntry
+from lemon.resources.lemon_training import (
     CONFIG_PATH,
     DATA_MOUNT,
     OUTPUT_MOUNT,
     TrainingSpec,
 )
 from lemon.spec import Capacity
-from lemon.training.config import TrainingConfig
 
 __all__ = [
     "CONFIG_KEY",
@@ -28,17 +30,24 @@ __all__ = [
     "POLICY_VERSION_ANNOTATION",
     "PROFILE_LABEL",
     "REPLICA_TYPE_LABEL",
+    "RUN_LABEL",
+    "SPEC_GENERATION_ANNOTATION",
+    "SPEC_LABEL",
     "TIER_LABEL",
     "TRAINING_LABEL",
     "build_inference_service",
     "build_policy_inference_service",
     "build_pytorch_job",
+    "build_spec_run",
+    "build_trace_config_map",
     "build_training_config_map",
     "config_map_name",
     "inference_service_name",
     "master_pod_selector",
     "owned_selector",
     "policy_inference_service_name",
+    "spec_run_name",
+    "trace_config_map_name",
     "training_command",
 ]
 
@@ -48,6 +57,9 @@ TIER_LABEL = "lemon.ai/tier"
 POLICY_LABEL = "lemon.ai/policy"
 TRAINING_LABEL = "lemon.ai/training"
 POLICY_VERSION_ANNOTATION = "lemon.ai/policy-version"
+RUN_LABEL = "lemon.ai/run"
+SPEC_LABEL = "lemon.ai/spec"
+SPEC_GENERATION_ANNOTATION = "lemon.ai/spec-generation"
 # Labels the Kubeflow training operator puts on the pods of a job.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
@@ -122,7 +134,7 @@ def _predictor(model_source: str, *, served_as: str, serving: TierSpec | PolicyS
 
 def _owner(kind: str, name: str, uid: str) -> dict[str, Any]:
     return {
-        "apiVersion": "lemon.ai/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": kind,
         "name": name,
         "uid": uid,
@@ -285,4 +297,59 @@ def build_pytorch_job(
             "ownerReferences": [_owner("LemonTraining", training, uid)],
         },
         "spec": {"runPolicy": run_policy, "pytorchReplicaSpecs": replica_specs},
+    }
+
+
+# ── runs ─────────────────────────────────────────────────────────────────────────────────
+
+
+def trace_config_map_name(run: str) -> str:
+    return f"{run}-trace"
+
+
+def build_trace_config_map(run: str, *, namespace: str, uid: str, text: str) -> dict[str, Any]:
+    """The ConfigMap holding a finished run's trace (JSONL under ``trace``), owned by the run:
+    ``kubectl get configmap <run>-trace -o jsonpath={.data.trace} | lemon trace -``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": trace_config_map_name(run),
+            "namespace": namespace,
+            "labels": _labels(**{RUN_LABEL: run}),
+            "ownerReferences": [_owner("LemonRun", run, uid)],
+        },
+        "data": {"trace": text},
+    }
+
+
+def spec_run_name(spec: str, generation: int) -> str:
+    """The run of a LemonSpec's task for one generation of the spec: ``<spec>-task-<g>``."""
+    return f"{spec}-task-{generation}"
+
+
+def build_spec_run(
+    spec: str,
+    *,
+    namespace: str,
+    uid: str,
+    generation: int,
+    task: str,
+    body: Mapping[str, Any],
+    profile: str,
+) -> dict[str, Any]:
+    """The LemonRun of a LemonSpec's ``task``: the spec's agents and output inline (the run
+    keeps what this generation said, whatever later edits do), owned by the spec."""
+    inline = {key: body[key] for key in ("agents", "output") if body.get(key) is not None}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "LemonRun",
+        "metadata": {
+            "name": spec_run_name(spec, generation),
+            "namespace": namespace,
+            "labels": _labels(**{SPEC_LABEL: spec}),
+            "annotations": {SPEC_GENERATION_ANNOTATION: str(generation)},
+            "ownerReferences": [_owner("LemonSpec", spec, uid)],
+        },
+        "spec": {"task": task, "spec": inline, "profile": profile},
     }

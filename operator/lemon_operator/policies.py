@@ -15,8 +15,6 @@ is idempotent by version name, which is what makes a training's publication safe
 from __future__ import annotations
 
 import logging
-import threading
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,13 +22,17 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from lemon.resources import Condition
-from lemon.resources.policy import MAX_VERSIONS, LemonPolicyStatus, PolicySpec, PolicyVersionEntry
-from lemon_operator import kube, manifests, statuses
+from lemon.resources.lemon_policy import (
+    MAX_VERSIONS,
+    LemonPolicyStatus,
+    PolicySpec,
+    PolicyVersionEntry,
+)
+from lemon_operator import kube, locking, manifests, statuses
 
 __all__ = ["Publication", "delete_policy", "publish", "reconcile_policy"]
 
 log = logging.getLogger(__name__)
-_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _ATTEMPTS = 8
 
 
@@ -65,7 +67,7 @@ def publish(
     ).model_dump(by_alias=True, mode="json", exclude_none=True)
     for _ in range(_ATTEMPTS):
         found = client.get(kube.POLICIES, namespace=namespace, name=policy)
-        if found is None or found["metadata"].get("deletionTimestamp"):
+        if found is None or not locking.live(found):
             return Publication(
                 False, "PolicyNotFound", f"no LemonPolicy {policy}; published once it exists"
             )
@@ -109,11 +111,9 @@ def publish(
 
 def reconcile_policy(client: kube.Client, *, namespace: str, name: str) -> None:
     """Serve ``servedVersion`` on the policy's InferenceService and record its state."""
-    with _locks[f"{namespace}/{name}"]:
-        found = client.get(kube.POLICIES, namespace=namespace, name=name)
-        if found is None or found["metadata"].get("deletionTimestamp"):
-            return
-        _reconcile(client, found)
+    with locking.latest(client, kube.POLICIES, namespace=namespace, name=name) as found:
+        if found is not None:
+            _reconcile(client, found)
 
 
 def _reconcile(client: kube.Client, found: Mapping[str, Any]) -> None:

@@ -10,23 +10,21 @@ whenever an InferenceService of the spec's profile changes.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from lemon.resources import CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
+from lemon.resources import API_VERSION, CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
+from lemon.resources.status import SpecRunStatus
 from lemon.spec import Capacity, SpecError, compile_spec, parse_spec
 from lemon.spec.models import Agent, LemonSpecBody
-from lemon_operator import kube, manifests, profiles, statuses
+from lemon_operator import capacity_profiles, kube, locking, manifests, statuses
 
 __all__ = ["DEFAULT_PROFILE", "reconcile_spec", "reconcile_specs_of_profile", "render_resource"]
 
 log = logging.getLogger(__name__)
 DEFAULT_PROFILE = "default"
-_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _AGENT_ORDER = list(Agent.model_fields)
 
 
@@ -45,7 +43,7 @@ def render_resource(*, name: str, spec: Mapping[str, Any]) -> str:
             _ordered(agent, _AGENT_ORDER) if isinstance(agent, dict) else agent for agent in agents
         ]
     document = {
-        "apiVersion": "lemon.ai/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "LemonSpec",
         "metadata": {"name": name},
         "spec": body,
@@ -59,9 +57,8 @@ def reconcile_spec(client: kube.Client, *, namespace: str, name: str) -> None:
     The object is read afresh under a per-object lock, so concurrent triggers (its own events and
     its profile's readiness changes) never record a stale view over a fresher one.
     """
-    with _locks[f"{namespace}/{name}"]:
-        current = client.get(kube.SPECS, namespace=namespace, name=name)
-        if current is None or current["metadata"].get("deletionTimestamp"):
+    with locking.latest(client, kube.SPECS, namespace=namespace, name=name) as current:
+        if current is None:
             return
         metadata = current["metadata"]
         _reconcile(
@@ -156,6 +153,17 @@ def _reconcile(
         order=list(dag.order),
         levels=[list(level) for level in dag.levels],
         tiers=tiers or None,
+        run=_task_run(
+            client,
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            generation=generation,
+            spec=spec,
+            profile=body.profile or DEFAULT_PROFILE,
+        )
+        if body.task or status.get("run")
+        else None,
     )
     _record(client, ref, status=status, new=new, conditions=[validated, tiers_ready, ready])
 
@@ -175,7 +183,7 @@ def _tiers(
         )
 
     found = client.get(kube.PROFILES, namespace=namespace, name=profile)
-    if found is None or found["metadata"].get("deletionTimestamp"):
+    if found is None or not locking.live(found):
         return [], tiers_condition(False, "ProfileNotFound", f"no LemonCapacityProfile {profile}")
     try:
         profile_spec = CapacityProfileSpec.model_validate(found.get("spec") or {})
@@ -187,17 +195,17 @@ def _tiers(
         return [], tiers_condition(
             False, "TierNotInProfile", f"profile {profile} has no {', '.join(missing)} tier"
         )
-    owned = profiles.owned_inference_services(client, namespace=namespace, name=profile)
+    owned = capacity_profiles.owned_inference_services(client, namespace=namespace, name=profile)
     for tier in needed:  # make sure they exist; the profile's reconcile keeps them up to date
         if tier.value not in owned:
-            manifest = manifests.build_inference_service(
-                profile,
+            capacity_profiles.create_tier(
+                client,
                 namespace=namespace,
+                profile=profile,
                 uid=found["metadata"]["uid"],
                 tier=tier,
                 spec=available[tier],
             )
-            client.create(kube.ISVC, body=manifest)
     tiers = [
         statuses.tier_status(
             tier, name=manifests.inference_service_name(profile, tier), isvc=owned.get(tier.value)
@@ -210,6 +218,66 @@ def _tiers(
     return tiers, tiers_condition(True, "TiersReady", "every tier the agents use is ready")
 
 
+def _task_run(
+    client: kube.Client,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    generation: int,
+    spec: Mapping[str, Any],
+    profile: str,
+) -> SpecRunStatus | None:
+    """The LemonRun of the spec's task for this generation, created if missing; runs of
+    earlier generations (or of a task since removed) are deleted."""
+    task = spec.get("task")
+    wanted = manifests.spec_run_name(name, generation) if task else None
+    labels = f"{manifests.SPEC_LABEL}={name}"
+    current = None
+    for item in client.list(kube.RUNS, namespace=namespace, labels=labels):
+        if not _owned_by(item, uid):
+            continue
+        if item["metadata"]["name"] == wanted:
+            current = item
+        else:
+            client.delete(kube.RUNS, namespace=namespace, name=item["metadata"]["name"])
+    if wanted is None or not isinstance(task, str):
+        return None
+    if current is None:
+        manifest = manifests.build_spec_run(
+            name,
+            namespace=namespace,
+            uid=uid,
+            generation=generation,
+            task=task,
+            body=spec,
+            profile=profile,
+        )
+        if client.create(kube.RUNS, body=manifest):
+            log.info("%s/%s: created LemonRun %s for its task", namespace, name, wanted)
+        current = client.get(kube.RUNS, namespace=namespace, name=wanted)
+        if not _owned_by(current, uid):
+            log.warning("%s/%s: LemonRun %s exists and is not this spec's", namespace, name, wanted)
+            return SpecRunStatus(name=wanted, phase="NameTaken")
+    status = (current or {}).get("status") or {}
+    tokens = (status.get("tokens") or {}).get("total")
+    return SpecRunStatus(
+        name=wanted, phase=status.get("phase"), answer=status.get("answer"), tokens=tokens
+    )
+
+
+def _owned_by(body: Mapping[str, Any] | None, uid: str) -> bool:
+    refs = ((body or {}).get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == uid for ref in refs)
+
+
+def _stored(value: Any) -> Any:
+    """What the API server keeps of a merge-patched value (an object's None fields removed)."""
+    if isinstance(value, dict):
+        return {key: item for key, item in value.items() if item is not None}
+    return value
+
+
 def _record(
     client: kube.Client,
     ref: kube.ObjectRef,
@@ -220,9 +288,11 @@ def _record(
 ) -> None:
     body = new.model_dump(by_alias=True, mode="json", exclude_none=True)
     body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], conditions)
-    for key in ("output", "order", "levels", "errors", "tiers"):
+    for key in ("output", "order", "levels", "errors", "tiers", "run"):
         body.setdefault(key, None)  # clear what an earlier reconcile wrote
-    if all(status.get(key) == value for key, value in body.items()):
+    if new.run is not None:  # every field, None too: the merge patch clears an earlier run's
+        body["run"] = new.run.model_dump(by_alias=True, mode="json")
+    if all(status.get(key) == _stored(value) for key, value in body.items()):
         return
     client.patch_status(kube.SPECS, namespace=ref.namespace, name=ref.name, status=body)
     _announce(client, ref, before=status.get("conditions") or [], after=body["conditions"])

@@ -55,12 +55,14 @@ def find_condition(conditions: Sequence[Mapping[str, Any]], kind: str) -> Mappin
 
 
 def tier_status(tier: Capacity, *, name: str, isvc: Mapping[str, Any] | None) -> TierStatus:
-    """A tier's readiness from its InferenceService's status (KServe's Ready condition)."""
+    """A tier's readiness from its InferenceService's status (KServe's Ready condition), and its
+    endpoint: the cluster-local ``address.url`` where KServe reports one (what the service in
+    the cluster calls), else the external ``url``."""
     status = (isvc or {}).get("status") or {}
     ready = find_condition(status.get("conditions") or [], "Ready")
     return TierStatus(
         tier=tier,
         inference_service=name,
-        url=status.get("url"),
+        url=(status.get("address") or {}).get("url") or status.get("url"),
         ready=bool(ready and ready.get("status") == "True"),
     )

@@ -22,16 +22,14 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-import threading
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from lemon.resources import Condition
-from lemon.resources.policy import PolicySpec
-from lemon.resources.training import (
+from lemon.resources.lemon_policy import PolicySpec
+from lemon.resources.lemon_training import (
     OUTPUT_MOUNT,
     LemonTrainingStatus,
     TrainingSpec,
@@ -39,7 +37,7 @@ from lemon.resources.training import (
     produced_version,
     training_config,
 )
-from lemon_operator import kube, manifests, policies, statuses
+from lemon_operator import kube, locking, manifests, policies, statuses
 
 __all__ = [
     "JOB_CONDITIONS",
@@ -50,7 +48,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 JOB_CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed")
 _TERMINAL = ("Succeeded", "Failed")
 _CLEARED = ("phase", "job", "producedVersion", "checkpoint", "metrics", "startTime")
@@ -66,11 +63,9 @@ class _Waiting(LookupError):
 
 def reconcile_training(client: kube.Client, *, namespace: str, name: str) -> None:
     """Move the training forward from the state the cluster is in (see the module docstring)."""
-    with _locks[f"{namespace}/{name}"]:
-        current = client.get(kube.TRAININGS, namespace=namespace, name=name)
-        if current is None or current["metadata"].get("deletionTimestamp"):
-            return
-        _reconcile(client, current)
+    with locking.latest(client, kube.TRAININGS, namespace=namespace, name=name) as current:
+        if current is not None:
+            _reconcile(client, current)
 
 
 def reconcile_trainings_of_policy(client: kube.Client, *, namespace: str, policy: str) -> None:

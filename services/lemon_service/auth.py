@@ -12,6 +12,8 @@ from typing import Any
 
 import grpc
 
+from lemon_service import handlers
+
 __all__ = ["OPEN_PREFIXES", "BearerTokenInterceptor"]
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
@@ -50,14 +52,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler
         if self._authorized(handler_call_details):
             return handler
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(_deny, **codec)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(_deny_stream, **codec)
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(_deny, **codec)
-        return grpc.stream_stream_rpc_method_handler(_deny_stream, **codec)
+        streaming = ("server_stream", "bidi_stream")
+        return handlers.with_behavior(
+            handler, lambda _, kind: _deny_stream if kind in streaming else _deny
+        )

@@ -11,30 +11,38 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lemon.cli import EXIT_INVALID, EXIT_OK, UsageError
+from lemon.cli.options import (
+    EXIT_INVALID,
+    EXIT_OK,
+    UsageError,
+    add_policy_options,
+    open_policy,
+    sample_item,
+)
+from lemon.policy.template import TemplateVariant
 
 __all__ = ["register_client", "register_serve"]
 
 TOKEN_ENV = "LEMON_TOKEN"
+TEMPLATES = [variant.value for variant in TemplateVariant]
 
 
 def _token(path: str | None) -> str | None:
-    from lemon_service.config import ConfigError, read_token
+    from lemon_service.settings import SettingsError, read_token
 
     if path is None:
         return os.environ.get(TOKEN_ENV) or None
     try:
         return read_token(Path(path))
-    except ConfigError as exc:
+    except SettingsError as exc:
         raise UsageError(str(exc)) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from lemon.run_cli import open_policy
-    from lemon_service.config import ConfigError, Limits, ServerConfig, TlsFiles
     from lemon_service.server import serve
+    from lemon_service.settings import Limits, ServerConfig, SettingsError, TlsFiles
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
@@ -51,6 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tls=TlsFiles(cert=args.tls_cert, key=args.tls_key, client_ca=args.tls_client_ca)
             if args.tls_cert
             else None,
+            metrics_port=args.metrics_port,
             limits=Limits(
                 max_concurrency=args.max_concurrency,
                 max_waiting=args.max_waiting,
@@ -59,6 +68,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 max_run_s=args.max_run_s,
                 max_tokens=args.max_tokens,
                 max_attempts=args.max_attempts,
+                run_retention_s=args.run_retention_s,
+                max_runs=args.max_runs,
             ),
         )
         logging.basicConfig(
@@ -70,14 +81,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"--{where.split('.')[-1].replace('_', '-')}: {first['msg']}") from None
-    except ConfigError as exc:
+    except SettingsError as exc:
         raise UsageError(str(exc)) from None
     return EXIT_OK
 
 
 def register_serve(sub: Any) -> None:
-    from lemon.run_cli import add_policy_options
-    from lemon_service.config import DEFAULT_PORT, Limits
+    from lemon_service.settings import DEFAULT_PORT, Limits
 
     d = Limits()
     p = sub.add_parser(
@@ -106,6 +116,12 @@ def register_serve(sub: Any) -> None:
     p.add_argument(
         "--tls-client-ca", type=Path, metavar="PEM", help="require client certs signed by it"
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)",
+    )
     p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="runs at once")
     p.add_argument("--max-waiting", type=int, default=d.max_waiting, help="runs queued beyond that")
     p.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
@@ -113,6 +129,13 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--max-run-s", type=float, default=d.max_run_s, help="a run's budget")
     p.add_argument("--max-tokens", type=int, default=d.max_tokens, help="per agent")
     p.add_argument("--max-attempts", type=int, default=d.max_attempts, help="per model call")
+    p.add_argument(
+        "--run-retention-s",
+        type=float,
+        default=d.run_retention_s,
+        help="how long a finished SubmitRun run stays readable (GetRun)",
+    )
+    p.add_argument("--max-runs", type=int, default=d.max_runs, help="runs held by id")
     add_policy_options(p)  # the same --policy flags as lemon run: who writes Orchestrate's specs
     p.set_defaults(handler=cmd_serve)
 
@@ -180,8 +203,6 @@ async def _client_call(args: argparse.Namespace) -> int:
                 print(issue.rendered, file=sys.stderr if args.json else sys.stdout)
             return EXIT_OK if result.valid else EXIT_INVALID
         if args.task is None:
-            from lemon.run_cli import sample_item
-
             args.task = sample_item().question
         if args.action == "execute":
             text = Path(args.spec).read_text(encoding="utf-8")
@@ -240,10 +261,10 @@ def register_client(sub: Any) -> None:
 
     q = actions.add_parser("orchestrate", help="the policy writes the team; print the answer")
     run_flags(q)
-    q.add_argument("--template", choices=["default", "compute"], default="")
+    q.add_argument("--template", choices=TEMPLATES, default="")
     q = actions.add_parser("stream", help="the same, as events (one JSON object a line)")
     run_flags(q)
-    q.add_argument("--template", choices=["default", "compute"], default="")
+    q.add_argument("--template", choices=TEMPLATES, default="")
     q = actions.add_parser("execute", help="run a given spec on a task")
     q.add_argument("--spec", required=True, metavar="PATH")
     run_flags(q)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, ConfigDict, Field
 
-from lemon_service._proto import orchestrator_pb2 as pb
-from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
+from lemon_api.channels import open_channel
+from lemon_api.v1 import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 
 __all__ = ["ClientConfig", "LemonClient", "run_options"]
 
@@ -32,22 +32,14 @@ class ClientConfig(BaseModel):
     max_message_bytes: int = 64 << 20
 
     def channel(self) -> grpc.aio.Channel:
-        options: list[tuple[str, Any]] = [
-            ("grpc.max_receive_message_length", self.max_message_bytes),
-            ("grpc.max_send_message_length", self.max_message_bytes),
-        ]
-        if self.tls_ca is None and self.tls_cert is None:
-            return grpc.aio.insecure_channel(self.target, options=options)
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("a client certificate needs both --tls-cert and --tls-key")
-        credentials = grpc.ssl_channel_credentials(
-            root_certificates=self.tls_ca.read_bytes() if self.tls_ca else None,
-            private_key=self.tls_key.read_bytes() if self.tls_key else None,
-            certificate_chain=self.tls_cert.read_bytes() if self.tls_cert else None,
+        return open_channel(
+            self.target,
+            tls_ca=self.tls_ca,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
+            server_name=self.server_name,
+            max_message_bytes=self.max_message_bytes,
         )
-        if self.server_name:
-            options.append(("grpc.ssl_target_name_override", self.server_name))
-        return grpc.aio.secure_channel(self.target, credentials, options=options)
 
 
 def run_options(
@@ -140,6 +132,36 @@ class LemonClient:
             request, timeout=timeout, metadata=self._metadata
         )
         return response
+
+    async def submit_run(
+        self, request: pb.SubmitRunRequest, *, timeout: float | None = None
+    ) -> pb.RunState:
+        """Start run ``request.run_id`` (or answer its state when it exists: created false)."""
+        state: pb.RunState = await self._stub.SubmitRun(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return state
+
+    async def get_run(
+        self,
+        run_id: str,
+        *,
+        wait_s: float = 0.0,
+        include_trace: bool = False,
+        timeout: float | None = None,
+    ) -> pb.RunState:
+        """The run's state, waiting up to ``wait_s`` for it to finish."""
+        request = pb.GetRunRequest(run_id=run_id, wait_s=wait_s, include_trace=include_trace)
+        state: pb.RunState = await self._stub.GetRun(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return state
+
+    async def cancel_run(self, run_id: str, *, timeout: float | None = None) -> pb.RunState:
+        state: pb.RunState = await self._stub.CancelRun(
+            pb.CancelRunRequest(run_id=run_id), timeout=timeout, metadata=self._metadata
+        )
+        return state
 
     async def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """SERVING, NOT_SERVING, ... for ``service`` ('' is the whole server)."""

@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import hashlib
+import re
+import time
 
-from lemon.engine.results import AgentResult, RunResult
-from lemon.spec.errors import Issue
+from lemon import events
+from lemon.engine.results import AgentResult
+from lemon.orchestration import TaskRun
+from lemon.spec.issues import Issue
 from lemon.spec.validation import ParsedSpec
-from lemon_service._proto import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2 as pb
+from lemon_service.endpoints import check_endpoint, tier_endpoints
+from lemon_service.engine import Engine, RunRequest
+from lemon_service.runs import DEFAULT_TRACE_BYTES, RunPhase, RunRecord, Submission, bounded_trace
+from lemon_service.status_codes import BadRequest
 
-__all__ = ["agent_report", "issue", "run_event", "run_response", "valid_response"]
+__all__ = [
+    "agent_report",
+    "issue",
+    "run_event",
+    "run_request",
+    "run_response",
+    "run_state",
+    "submission",
+    "valid_response",
+]
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_PHASES = {
+    RunPhase.QUEUED: pb.RunState.QUEUED,
+    RunPhase.RUNNING: pb.RunState.RUNNING,
+    RunPhase.SUCCEEDED: pb.RunState.SUCCEEDED,
+    RunPhase.FAILED: pb.RunState.FAILED,
+    RunPhase.CANCELLED: pb.RunState.CANCELLED,
+}
 
 
 def agent_report(agent: AgentResult) -> pb.AgentReport:
@@ -30,14 +55,14 @@ def agent_report(agent: AgentResult) -> pb.AgentReport:
     )
 
 
-def run_response(result: RunResult, *, request_id: str) -> pb.RunResponse:
+def run_response(result: TaskRun, *, request_id: str) -> pb.RunResponse:
     tokens = result.tokens()
     return pb.RunResponse(
         request_id=request_id,
         status=result.status.value,
         answer=result.answer or "",
         spec=result.spec,
-        spec_origin=str(result.extra.get("spec_origin", "")),
+        spec_origin=result.spec_origin,
         agents=[agent_report(agent) for agent in result.agents],
         tokens=pb.Tokens(
             prompt=tokens["prompt"], completion=tokens["completion"], total=tokens["total"]
@@ -51,40 +76,38 @@ def run_response(result: RunResult, *, request_id: str) -> pb.RunResponse:
     )
 
 
-def run_event(event: Mapping[str, Any], *, origin: str) -> pb.RunEvent | None:
+def run_event(event: events.Event, *, origin: str) -> pb.RunEvent | None:
     """The stream event for one trace event; None for events the stream does not carry
     (``spec_ready`` is sent with ``run_start``, which knows the DAG; ``run_finish`` becomes
     the final ``result``)."""
-    kind, t = event["event"], float(event["t"])
-    if kind == "run_start":
-        levels = [pb.Level(agents=list(level)) for level in event["levels"]]
-        ready = pb.SpecReady(origin=origin, output=event["output"], levels=levels)
+    t = event.t
+    if isinstance(event, events.RunStarted):
+        levels = [pb.Level(agents=list(level)) for level in event.levels]
+        ready = pb.SpecReady(origin=origin, output=event.output, levels=levels)
         return pb.RunEvent(t=t, spec_ready=ready)
-    if kind == "agent_start":
+    if isinstance(event, events.AgentStarted):
         started = pb.AgentStarted(
-            agent=event["agent"],
-            role=event["role"],
-            capacity=event["capacity"],
-            model=event.get("model", ""),
-            reused=bool(event.get("reused")),
+            agent=event.agent,
+            role=event.role,
+            capacity=event.capacity,
+            model=event.model,
+            reused=event.reused,
         )
         return pb.RunEvent(t=t, agent_started=started)
-    if kind == "agent_retry":
-        retry = pb.AgentRetry(
-            agent=event["agent"], attempt=event["attempt"], error=str(event["error"])
-        )
+    if isinstance(event, events.AgentRetrying):
+        retry = pb.AgentRetry(agent=event.agent, attempt=event.attempt, error=event.error)
         return pb.RunEvent(t=t, agent_retry=retry)
-    if kind == "agent_finish":
+    if isinstance(event, events.AgentFinished):
         finished = pb.AgentFinished(
-            agent=event["agent"],
-            status=event["status"],
-            prompt_tokens=event["prompt_tokens"],
-            completion_tokens=event["completion_tokens"],
-            latency_s=event["latency_s"],
-            attempts=event["attempts"],
-            reused=bool(event.get("reused")),
-            error=event.get("error") or "",
-            output=event.get("output", ""),
+            agent=event.agent,
+            status=event.status,
+            prompt_tokens=event.prompt_tokens,
+            completion_tokens=event.completion_tokens,
+            latency_s=event.latency_s,
+            attempts=event.attempts,
+            reused=event.reused,
+            error=event.error or "",
+            output=event.output,
         )
         return pb.RunEvent(t=t, agent_finished=finished)
     return None
@@ -103,3 +126,65 @@ def valid_response(parsed: ParsedSpec) -> pb.ValidateSpecResponse:
         output=parsed.output,
         agents=[agent.name for agent in parsed.spec.agents],
     )
+
+
+def run_request(
+    engine: Engine, task: str, options: pb.RunOptions, parsed: ParsedSpec | None = None
+) -> RunRequest:
+    return RunRequest(
+        task,
+        limits=engine.limits,
+        parsed=parsed,
+        max_tokens=options.max_tokens,
+        seed=options.seed if options.HasField("seed") else None,
+        template=options.template,
+    )
+
+
+def submission(request: pb.SubmitRunRequest, *, engine: Engine) -> Submission:
+    """A checked SubmitRun (``BadRequest``, ``SpecError`` or ``LimitExceeded`` otherwise)."""
+    if not _RUN_ID.match(request.run_id):
+        raise BadRequest(f"run_id: {request.run_id!r} is not 1 to 128 of [A-Za-z0-9._:-]")
+    if request.deadline_s < 0:
+        raise BadRequest(f"deadline_s: {request.deadline_s} is negative")
+    source = request.source or request.run_id
+    parsed = None
+    if request.WhichOneof("spec_source") == "spec":
+        parsed = engine.parse(request.spec, source=source)
+    policy = None
+    if request.WhichOneof("spec_source") == "policy":
+        policy = check_endpoint(request.policy.url, request.policy.model, field="policy")
+    tiers = tier_endpoints([(t.tier, t.url, t.model) for t in request.tiers])
+    what = pb.SubmitRunRequest()
+    what.CopyFrom(request)
+    for delivery in ("wait_s", "include_trace", "max_trace_bytes"):  # how to answer, not what
+        what.ClearField(delivery)
+    return Submission(
+        run_id=request.run_id,
+        source=source,
+        fingerprint=hashlib.sha256(what.SerializeToString(deterministic=True)).digest(),
+        request=run_request(engine, request.task, request.options, parsed),
+        tiers=tiers,
+        policy=policy,
+        policy_name=request.policy.name,
+        deadline_s=request.deadline_s,
+    )
+
+
+def run_state(
+    record: RunRecord, *, created: bool = False, trace_bytes: int | None = None
+) -> pb.RunState:
+    """A run's state; with ``trace_bytes``, its trace bounded to that many bytes."""
+    state = pb.RunState(
+        run_id=record.run_id,
+        phase=_PHASES[record.phase],
+        created=created,
+        error=record.error,
+        age_s=time.monotonic() - record.accepted,
+    )
+    if record.result is not None:
+        state.result.CopyFrom(run_response(record.result, request_id=record.run_id))
+    if trace_bytes is not None:
+        limit = trace_bytes or DEFAULT_TRACE_BYTES
+        state.trace.extend(bounded_trace(record.trace.events, max_bytes=limit))
+    return state

@@ -5,25 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from lemon.backends.base import Backend, Decoding
+from lemon.capacity import CapacityProfile, build_backends, close_backends
 from lemon.engine.executor import ExecutionOptions
 from lemon.engine.results import RunResult
-from lemon.engine.runner import run_task
-from lemon.engine.trace import TraceWriter
+from lemon.events import TraceWriter
+from lemon.orchestration import TaskRun, run_task
 from lemon.policy.inference import SpecPolicy
-from lemon.profiles import CapacityProfile, build_backends, close_backends
+from lemon.policy.template import TemplateVariant
 from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
-from lemon_service.config import Limits
-from lemon_service.errors import BadRequest, LimitExceeded, RunDeadline
+from lemon_service.settings import Limits
+from lemon_service.status_codes import BadRequest, LimitExceeded, RunDeadline
 
-__all__ = ["TEMPLATES", "Admission", "Engine", "RunRequest"]
+__all__ = ["Admission", "Engine", "EngineStats", "RunRequest", "Ticket"]
 
-TEMPLATES = ("default", "compute")
 DEADLINE_MARGIN_S = 0.05
 """The run ends this much before the call's deadline, so the server still answers with why."""
 
@@ -36,19 +37,73 @@ class Admission:
         self._slots = asyncio.Semaphore(running)
         self._capacity = running + waiting
         self.admitted = 0
+        """Runs in flight: running plus waiting for a slot."""
+        self.running = 0
+        self.refused = 0
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    def admit(self) -> Ticket:
+        """Count a run in now (or refuse it); it executes once its ticket is entered."""
         if self.admitted >= self._capacity:
+            self.refused += 1
             raise LimitExceeded(
                 f"server busy: {self.admitted} runs in flight (limit {self._capacity}); retry later"
             )
         self.admitted += 1
+        return Ticket(self)
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with self.admit():
+            yield
+
+
+class Ticket:
+    """An admitted run: entering waits for a slot; leaving (or :meth:`close`, for a run that
+    never started) frees its place."""
+
+    def __init__(self, admission: Admission) -> None:
+        self._admission = admission
+        self._held = False
+        self._closed = False
+
+    async def __aenter__(self) -> Ticket:
         try:
-            async with self._slots:
-                yield
-        finally:
-            self.admitted -= 1
+            await self._admission._slots.acquire()
+        except BaseException:
+            self.close()
+            raise
+        self._held = True
+        self._admission.running += 1
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._held:
+            self._admission._slots.release()
+            self._admission.running -= 1
+            self._held = False
+        if not self._closed:
+            self._admission.admitted -= 1
+            self._closed = True
+
+
+class EngineStats:
+    """What the engine has done since it started (the metrics endpoint reads it)."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+        """Finished runs by status."""
+        self.tokens: Counter[tuple[str, str]] = Counter()
+        """Tokens of the model calls made, by (tier, "prompt" | "completion")."""
+
+    def record(self, result: RunResult) -> None:
+        self.runs[result.status.value] += 1
+        for agent in result.agents:
+            if not agent.reused:
+                self.tokens[agent.capacity, "prompt"] += agent.prompt_tokens
+                self.tokens[agent.capacity, "completion"] += agent.completion_tokens
 
 
 class RunRequest:
@@ -74,16 +129,18 @@ class RunRequest:
             raise LimitExceeded(
                 f"options.max_tokens: {max_tokens}; the server allows at most {limits.max_tokens}"
             )
-        template = template or "default"
-        if template not in TEMPLATES:
+        try:
+            variant = TemplateVariant(template or TemplateVariant.DEFAULT)
+        except ValueError:
+            known = ", ".join(TemplateVariant)
             raise BadRequest(
-                f"options.template: unknown variant {template!r} (known: {', '.join(TEMPLATES)})"
-            )
+                f"options.template: unknown variant {template!r} (known: {known})"
+            ) from None
         self.task = task
         self.parsed = parsed
         self.max_tokens = max_tokens or limits.max_tokens
         self.seed = seed
-        self.template = template
+        self.template = variant
 
 
 class Engine:
@@ -104,6 +161,7 @@ class Engine:
         """Writes the spec for Orchestrate (None: the template policy); shared by all calls."""
         self.backends: Mapping[Capacity, Backend] = build_backends(profile)
         self.admission = Admission(running=limits.max_concurrency, waiting=limits.max_waiting)
+        self.stats = EngineStats()
 
     def parse(self, text: str, *, source: str) -> ParsedSpec:
         """Validate a spec with the server's roles (raises ``SpecError``, located)."""
@@ -118,25 +176,41 @@ class Engine:
             raise RunDeadline("the call's deadline left no time to run")
         return budget
 
-    async def run(self, request: RunRequest, *, deadline_s: float, trace: TraceWriter) -> RunResult:
+    async def run(self, request: RunRequest, *, deadline_s: float, trace: TraceWriter) -> TaskRun:
         """One run, once admitted. Cancelling the awaiting task cancels the DAG's agents."""
+        async with self.admission.slot():
+            return await self.execute(request, deadline_s=deadline_s, trace=trace)
+
+    async def execute(
+        self,
+        request: RunRequest,
+        *,
+        deadline_s: float,
+        trace: TraceWriter,
+        profile: CapacityProfile | None = None,
+        backends: Mapping[Capacity, Backend] | None = None,
+        policy: SpecPolicy | None = None,
+    ) -> TaskRun:
+        """One run, admission already settled; ``profile`` with ``backends`` and ``policy``
+        replace the server's own for this run (a LemonRun's tiers and policy)."""
         options = ExecutionOptions(
             decoding=Decoding(max_tokens=request.max_tokens, seed=request.seed),
             deadline_s=deadline_s,
             max_attempts=self.limits.max_attempts,
         )
-        async with self.admission.slot():
-            return await run_task(
-                request.task,
-                profile=self.profile,
-                parsed=request.parsed,
-                roles=self.roles,
-                options=options,
-                trace=trace,
-                backends=self.backends,
-                template_variant=request.template,
-                policy=self.policy,
-            )
+        result = await run_task(
+            request.task,
+            profile=profile or self.profile,
+            parsed=request.parsed,
+            roles=self.roles,
+            options=options,
+            trace=trace,
+            backends=backends or self.backends,
+            template_variant=request.template,
+            policy=policy or self.policy,
+        )
+        self.stats.record(result)
+        return result
 
     async def aclose(self) -> None:
         await close_backends(self.backends)

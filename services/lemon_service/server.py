@@ -17,13 +17,17 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from lemon.engine.runner import profile_note
+from lemon import telemetry
+from lemon.orchestration import profile_note
 from lemon.policy.inference import SpecPolicy
-from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
+from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
-from lemon_service.config import ConfigError, ServerConfig
+from lemon_service.endpoints import EndpointPool
 from lemon_service.engine import Engine
+from lemon_service.metrics import ObservingInterceptor, ServiceMetrics
+from lemon_service.runs import RunStore
 from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
+from lemon_service.settings import ServerConfig, SettingsError
 
 __all__ = ["Server", "serve"]
 
@@ -57,11 +61,18 @@ class Server:
 
     def __init__(self, config: ServerConfig, *, policy: SpecPolicy | None = None) -> None:
         self.config = config
+        try:
+            self.tracing = telemetry.setup()  # OTEL_* variables; refuse to start half-configured
+        except telemetry.TelemetryError as exc:
+            raise SettingsError(str(exc)) from None
         self.engine = Engine(config.capacity_profile(), limits=config.limits, policy=policy)
+        self.metrics = ServiceMetrics(self.engine)
+        self.metrics_port: int | None = None
         limits = config.limits
-        interceptors: Sequence[grpc.aio.ServerInterceptor] = (
-            [BearerTokenInterceptor(config.token)] if config.token is not None else []
-        )
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = [
+            ObservingInterceptor(self.metrics),  # first: refused calls are counted too
+            *([BearerTokenInterceptor(config.token)] if config.token is not None else []),
+        ]
         self.grpc = grpc.aio.server(
             interceptors=interceptors,
             options=[
@@ -70,7 +81,14 @@ class Server:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        servicer = OrchestratorServicer(self.engine)
+        self.pool = EndpointPool()
+        self.runs = RunStore(
+            self.engine,
+            pool=self.pool,
+            retention_s=limits.run_retention_s,
+            max_runs=limits.max_runs,
+        )
+        servicer = OrchestratorServicer(self.engine, runs=self.runs)
         pb_grpc.add_OrchestratorServicer_to_server(servicer, self.grpc)  # type: ignore[no-untyped-call]
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
@@ -89,9 +107,19 @@ class Server:
         else:
             self.port = self.grpc.add_insecure_port(address)
         if self.port == 0:
-            raise ConfigError(f"cannot listen on {address}")
+            raise SettingsError(f"cannot listen on {address}")
 
     async def start(self) -> None:
+        if self.config.metrics_port is not None:
+            try:
+                self.metrics_port = self.metrics.serve(
+                    host=self.config.host, port=self.config.metrics_port
+                )
+            except OSError as exc:
+                raise SettingsError(
+                    f"--metrics-port: cannot listen on {self.config.host}:"
+                    f"{self.config.metrics_port}: {exc.strerror}"
+                ) from None
         await self.grpc.start()
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -100,7 +128,11 @@ class Server:
         """Stop taking calls (health says NOT_SERVING), let running ones finish, close backends."""
         await self.health.enter_graceful_shutdown()
         await self.grpc.stop(GRACE_S)
+        await self.runs.aclose()
+        await self.pool.aclose()
         await self.engine.aclose()
+        self.metrics.stop()
+        telemetry.shutdown()  # exports the spans still buffered
 
 
 async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> None:
@@ -109,8 +141,11 @@ async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> No
     await server.start()
     scheme = "plaintext" if config.tls is None else ("mTLS" if config.tls.client_ca else "TLS")
     auth = "bearer token required" if config.token is not None else "no auth"
+    observed = [f"metrics on :{server.metrics_port}/metrics"] if server.metrics_port else []
+    observed.append("tracing on (OTEL_*)" if server.tracing else "tracing off")
     print(
-        f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}); "
+        f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}; "
+        f"{', '.join(observed)}); "
         f"{profile_note(server.engine.profile, server.engine.backends)}; "
         f"specs by {policy.label if policy is not None else 'the template policy'}",
         file=sys.stderr,

@@ -1,6 +1,6 @@
 """``lemon.v1.Orchestrator``: a thin servicer over the core — convert, call, convert back.
 
-Every failure goes through :func:`lemon_service.errors.status_for` (one table). Cancellation
+Every failure goes through :func:`lemon_service.status_codes.status_for` (one table). Cancellation
 needs no code here: when the client cancels or the deadline passes, grpc.aio cancels the
 handler's task, and the ``CancelledError`` travels through ``run_task`` into the executor,
 which cancels every running agent (their HTTP calls are dropped).
@@ -16,14 +16,16 @@ from typing import Any, NoReturn
 
 import grpc
 
-from lemon.engine.results import RunResult
-from lemon.engine.trace import TraceWriter
-from lemon.spec.errors import SpecError
+from lemon import events
+from lemon.events import TraceWriter
+from lemon.orchestration import TaskRun
+from lemon.spec.issues import SpecError
+from lemon_api.v1 import orchestrator_pb2 as pb
+from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 from lemon_service import convert
-from lemon_service._proto import orchestrator_pb2 as pb
-from lemon_service._proto import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.engine import Engine, RunRequest
-from lemon_service.errors import run_failure, status_for
+from lemon_service.runs import RunStore
+from lemon_service.status_codes import run_failure, status_for
 
 __all__ = ["SERVICE_NAME", "OrchestratorServicer"]
 
@@ -46,22 +48,16 @@ def _request_id(given: str) -> str:
 
 
 class OrchestratorServicer(pb_grpc.OrchestratorServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, runs: RunStore) -> None:
         self.engine = engine
+        self.runs = runs
 
     def _run_request(self, task: str, options: pb.RunOptions, parsed: Any = None) -> RunRequest:
-        return RunRequest(
-            task,
-            limits=self.engine.limits,
-            parsed=parsed,
-            max_tokens=options.max_tokens,
-            seed=options.seed if options.HasField("seed") else None,
-            template=options.template,
-        )
+        return convert.run_request(self.engine, task, options, parsed)
 
     async def _finish(
         self, request: RunRequest, context: grpc.aio.ServicerContext[Any, Any], trace: TraceWriter
-    ) -> RunResult:
+    ) -> TaskRun:
         deadline_s = self.engine.budget(context.time_remaining())
         result = await self.engine.run(request, deadline_s=deadline_s, trace=trace)
         failure = run_failure(result, trace.events)
@@ -109,18 +105,18 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
     ) -> AsyncIterator[pb.RunEvent]:
         """Events as the engine emits them; the last one is the result. A failure after events
         were sent ends the stream with its status (e.g. UNAVAILABLE when a tier went down)."""
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        queue: asyncio.Queue[events.Event | None] = asyncio.Queue()
         trace = TraceWriter(on_event=queue.put_nowait)
-        run: asyncio.Future[RunResult] | None = None
+        run: asyncio.Future[TaskRun] | None = None
         try:
             checked = self._run_request(request.task, request.options)
             run = asyncio.ensure_future(self._finish(checked, context, trace))
             run.add_done_callback(lambda _: queue.put_nowait(None))
             origin, last_t = "", 0.0
             while (event := await queue.get()) is not None:
-                last_t = float(event["t"])
-                if event["event"] == "spec_ready":
-                    origin = str(event["origin"])
+                last_t = event.t
+                if isinstance(event, events.SpecReady):
+                    origin = event.origin
                 message = convert.run_event(event, origin=origin)
                 if message is not None:
                     yield message
@@ -133,3 +129,34 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
             if run is not None and not run.done():
                 run.cancel()
                 await asyncio.gather(run, return_exceptions=True)
+
+    async def SubmitRun(
+        self, request: pb.SubmitRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RunState:
+        try:
+            record, created = self.runs.submit(convert.submission(request, engine=self.engine))
+            if request.wait_s > 0:
+                record = await self.runs.wait(record.run_id, wait_s=request.wait_s)
+        except Exception as exc:
+            await _abort(context, exc)
+        trace_bytes = request.max_trace_bytes if request.include_trace else None
+        return convert.run_state(record, created=created, trace_bytes=trace_bytes)
+
+    async def GetRun(
+        self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RunState:
+        try:
+            record = await self.runs.wait(request.run_id, wait_s=request.wait_s)
+        except Exception as exc:
+            await _abort(context, exc)
+        trace_bytes = request.max_trace_bytes if request.include_trace else None
+        return convert.run_state(record, trace_bytes=trace_bytes)
+
+    async def CancelRun(
+        self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RunState:
+        try:
+            record = await self.runs.cancel(request.run_id)
+        except Exception as exc:
+            await _abort(context, exc)
+        return convert.run_state(record)

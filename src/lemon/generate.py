@@ -32,7 +32,7 @@ def _spec_schema() -> str:
 
 
 PROTO_ROOT = Path(__file__).resolve().parents[2] / "services" / "proto"
-STUBS = "services/lemon_service/_proto"
+STUBS = "services/lemon_api/v1"
 
 
 @functools.cache
@@ -40,7 +40,8 @@ def _grpc_stubs() -> dict[str, str]:
     """The gRPC stubs of ``lemon/v1/orchestrator.proto``, by file name.
 
     protoc runs in a subprocess (the core never imports grpc); its ``from lemon.v1 import``
-    becomes an import from ``lemon_service._proto``, where the stubs live.
+    becomes an import from ``lemon_api.v1``: the protocol package that both the service and the
+    operator import (edge packages never import each other).
     """
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_ROOT}"]
@@ -52,7 +53,7 @@ def _grpc_stubs() -> dict[str, str]:
             raise RuntimeError(f"grpc_tools.protoc failed: {done.stderr.strip()}")
         return {
             path.name: path.read_text(encoding="utf-8").replace(
-                "from lemon.v1 import", "from lemon_service._proto import"
+                "from lemon.v1 import", "from lemon_api.v1 import"
             )
             for path in sorted((Path(out) / "lemon" / "v1").iterdir())
         }
@@ -69,6 +70,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "crds/lemon.ai_lemoncapacityprofiles.yaml": lambda: crd_yaml("LemonCapacityProfile"),
     "crds/lemon.ai_lemontrainings.yaml": lambda: crd_yaml("LemonTraining"),
     "crds/lemon.ai_lemonpolicies.yaml": lambda: crd_yaml("LemonPolicy"),
+    "crds/lemon.ai_lemonruns.yaml": lambda: crd_yaml("LemonRun"),
     # The gRPC stubs of services/proto/lemon/v1/orchestrator.proto (grpc_tools in a subprocess).
     **{
         f"{STUBS}/{name}": _stub(name)

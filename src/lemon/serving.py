@@ -2,10 +2,17 @@
 
 Built on FastAPI and uvicorn (no hand-written HTTP). Routes: ``GET /health``,
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` with ``usage``
-token counts. Concurrent requests share forward passes through the backend's batching. Like
-vLLM, a chat request whose last message is from the assistant with
-``continue_final_message: true`` continues that message, and the returned content excludes it.
+token counts, also under ``/openai/v1/`` as KServe's huggingface runtime serves them (so a
+tier URL taken from an InferenceService's status works against this server too). Concurrent
+requests share forward passes through the backend's batching. Like vLLM, a chat request whose
+last message is from the assistant with ``continue_final_message: true`` continues that
+message, and the returned content excludes it.
 Streaming is not supported (``stream: true`` gets a 400).
+
+Grammars (llguidance's Lark dialect) are accepted the ways servers take them: vLLM's
+``structured_outputs: {"grammar": ...}`` and older ``guided_grammar``, and llama.cpp's
+``grammar`` when it starts with ``%llguidance`` (a GBNF grammar gets a 400: not supported here).
+An invalid grammar gets a 400 with llguidance's message.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lemon.backends.base import BackendError, Decoding, GenerationRequest, Message
+from lemon.backends.base import BackendError, Decoding, GenerationRequest, LarkGrammar, Message
 from lemon.backends.local import LocalBackend
 
 __all__ = ["create_app", "serve"]
@@ -37,6 +44,30 @@ class _Common(BaseModel):
     seed: int | None = None
     stop: str | list[str] | None = None
     stream: bool = False
+    structured_outputs: dict[str, Any] | None = None
+    guided_grammar: str | None = None
+    grammar: str | None = None
+
+    def constraint(self) -> LarkGrammar | None:
+        """The requested grammar; ValueError for one this server cannot take."""
+        text = (self.structured_outputs or {}).get("grammar") or self.guided_grammar
+        if text is None and self.grammar is not None:
+            if not self.grammar.lstrip().startswith("%llguidance"):
+                raise ValueError("only llguidance (Lark) grammars are supported, not GBNF")
+            text = self.grammar.lstrip().split("\n", 1)[1] if "\n" in self.grammar else ""
+        if text is None:
+            return None
+        if not isinstance(text, str):
+            raise ValueError("the grammar must be a string")
+        from lemon.backends.guided import require_llguidance
+
+        llguidance = require_llguidance()
+        failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
+            llguidance.LLMatcher.grammar_from_lark(text)
+        )
+        if failed:
+            raise ValueError(f"invalid grammar: {'; '.join(messages)}")
+        return LarkGrammar(text)
 
     def decoding(self) -> Decoding:
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -75,6 +106,7 @@ def create_app(backend: LocalBackend, *, served_name: str) -> Any:
         return {"status": "ok", "model": served_name}
 
     @app.get("/v1/models")
+    @app.get("/openai/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": served_name, "object": "model"}]}
 
@@ -106,6 +138,7 @@ def create_app(backend: LocalBackend, *, served_name: str) -> Any:
         }
 
     @app.post("/v1/chat/completions")
+    @app.post("/openai/v1/chat/completions")
     async def chat(body: _ChatRequest) -> Any:
         if body.stream:
             return _error(400, "streaming is not supported", "invalid_request_error")
@@ -113,16 +146,30 @@ def create_app(backend: LocalBackend, *, served_name: str) -> Any:
         prefill = ""
         if body.continue_final_message and messages[-1].role == "assistant":
             prefill = messages.pop().content
+        try:
+            constraint = body.constraint()
+        except (ValueError, RuntimeError) as exc:
+            return _error(400, str(exc), "invalid_request_error")
         request = GenerationRequest(
-            tuple(Message(m.role, m.content) for m in messages), body.decoding(), prefill
+            tuple(Message(m.role, m.content) for m in messages),
+            body.decoding(),
+            prefill,
+            constraint=constraint,
         )
         return await _run(request, "chat")
 
     @app.post("/v1/completions")
+    @app.post("/openai/v1/completions")
     async def completions(body: _CompletionRequest) -> Any:
         if body.stream:
             return _error(400, "streaming is not supported", "invalid_request_error")
-        request = GenerationRequest((), body.decoding(), raw_prompt=body.prompt)
+        try:
+            constraint = body.constraint()
+        except (ValueError, RuntimeError) as exc:
+            return _error(400, str(exc), "invalid_request_error")
+        request = GenerationRequest(
+            (), body.decoding(), raw_prompt=body.prompt, constraint=constraint
+        )
         return await _run(request, "completions")
 
     return app

@@ -40,6 +40,13 @@ from tests.k8s.controlplane import KUBE_VERSION
 
 VALIDATE_VERSION = KUBE_VERSION.lstrip("v")
 WITH_SERVICE = [path for path in VALUES if "operator-only" not in path.name]
+# What each values file turns on: its Deployments (release "r") and its LemonCapacityProfile.
+RENDERED = {
+    "10-defaults.yaml": (["r-lemon-operator", "r-lemon-service"], ["default"]),
+    "20-secure.yaml": (["r-lemon-operator", "r-lemon-service"], ["gpu-pool"]),
+    "30-operator-only.yaml": (["r-lemon-operator"], []),
+    "40-service-only.yaml": (["r-lemon-service"], ["single"]),
+}
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -61,7 +68,9 @@ def test_values_file_lints_and_renders_valid_kubernetes_objects(values: Path) ->
     lint = helm("lint", "--strict", str(APP), *values_args([values]))
     assert "0 chart(s) failed" in lint.stdout
     objects = render(APP, [values])
-    assert by_kind(objects, "Deployment") or by_kind(objects, "LemonCapacityProfile")
+    deployments = sorted(d["metadata"]["name"] for d in by_kind(objects, "Deployment"))
+    profiles = [p["metadata"]["name"] for p in by_kind(objects, "LemonCapacityProfile")]
+    assert (deployments, profiles) == RENDERED[values.name]
     profile_schema = crd_schema("LemonCapacityProfile")
     for obj in objects:
         where = f"{values.name}: {obj['kind']} {obj['metadata']['name']}"
@@ -71,6 +80,8 @@ def test_values_file_lints_and_renders_valid_kubernetes_objects(values: Path) ->
             except jsonschema.ValidationError as error:
                 pytest.fail(f"{where} fails its CRD schema: {error.message}")
             continue
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # the Prometheus Operator's CRD: test_metrics_... checks its fields
         try:
             kubernetes_validate.validate(obj, VALIDATE_VERSION, strict=True)
         except kubernetes_validate.ValidationError as error:
@@ -185,7 +196,10 @@ def test_operator_runs_kopf_with_its_liveness_endpoint_and_namespaces() -> None:
     assert "--module=lemon_operator.main" in container["command"]
     assert container["args"] == ["--liveness=http://0.0.0.0:8080/healthz", "--all-namespaces"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "health", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 8081, "protocol": "TCP"},
+    ]
     assert everywhere["spec"]["strategy"] == {"type": "Recreate"}
 
     secure = render(APP, [VALUES[1]])
@@ -209,7 +223,9 @@ def test_service_probes_the_grpc_health_service_and_exposes_its_port() -> None:
     service = one(objects, "Service", "r-lemon-service")
     assert service["spec"]["ports"] == [
         {"name": "grpc", "port": 50051, "targetPort": "grpc", "protocol": "TCP",
-         "appProtocol": "grpc"}
+         "appProtocol": "grpc"},
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP",
+         "appProtocol": "http"},
     ]  # fmt: skip
     pod_labels = one(objects, "Deployment", "r-lemon-service")["spec"]["template"]["metadata"]
     assert service["spec"]["selector"].items() <= pod_labels["labels"].items()
@@ -326,7 +342,7 @@ def test_service_profile_resolves_as_lemon_serve_would(
 ) -> None:
     """The profile the service Deployment names resolves with the core's resolver, from the
     environment and the profiles ConfigMap the chart gives the pod: every tier has a backend."""
-    from lemon.profiles import resolve_profile
+    from lemon.capacity import resolve_profile
 
     objects = render(APP, [values])
     (container,) = _containers(one(objects, "Deployment", "r-lemon-service"))
@@ -365,3 +381,97 @@ def test_packaged_charts_carry_the_generated_files_not_their_sources(tmp_path: P
     with tarfile.open(tmp_path / f"lemon-crds-{version}.tgz") as archive:
         crds = {Path(name).name for name in archive.getnames() if "/templates/" in name}
     assert crds == {path.name for path in (ROOT / "crds").glob("*.yaml")}
+
+
+def test_operator_knows_the_service_and_how_to_reach_it() -> None:
+    """LemonRuns go to this release's service (or ``operator.serviceTarget``), with the
+    service's bearer token and, under TLS, a CA and the operator's client certificate."""
+
+    def operator(objects: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, Any]]:
+        deployment = one(objects, "Deployment", "r-lemon-operator")
+        (container,) = _containers(deployment)
+        env = {item["name"]: item["value"] for item in container["env"]}
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        return env, volumes
+
+    env, volumes = operator(render(APP))
+    assert env["LEMON_SERVICE_TARGET"] == f"r-lemon-service.{NAMESPACE}.svc:50051"
+    assert not {"LEMON_SERVICE_TOKEN_FILE", "LEMON_SERVICE_TLS_CA"} & set(env)
+    assert set(volumes) == {"tmp"}
+
+    env, volumes = operator(render(APP, [VALUES[1]]))
+    assert env["LEMON_SERVICE_TARGET"] == f"r-lemon-service.{NAMESPACE}.svc:8443"
+    assert env["LEMON_SERVICE_TOKEN_FILE"] == "/var/run/lemon/token/token"
+    assert env["LEMON_SERVICE_TLS_CA"] == "/var/run/lemon/service-ca/ca.crt"
+    assert env["LEMON_SERVICE_TLS_CERT"] == "/var/run/lemon/client-tls/tls.crt"
+    assert env["LEMON_SERVICE_SERVER_NAME"] == "lemon-service.internal"
+    secrets = {name: v["secret"]["secretName"] for name, v in volumes.items() if "secret" in v}
+    assert secrets == {
+        "token": "lemon-token", "service-ca": "lemon-ca", "client-tls": "lemon-operator-tls",
+    }  # fmt: skip
+
+    alone = render(APP, [VALUES[2]])  # no service in this release, no target given
+    env, _ = operator(alone)
+    assert "LEMON_SERVICE_TARGET" not in env
+    elsewhere = render(APP, [VALUES[2]], sets=["operator.serviceTarget=lemon.other.svc:50051"])
+    assert operator(elsewhere)[0]["LEMON_SERVICE_TARGET"] == "lemon.other.svc:50051"
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {item["name"]: item.get("value", "") for item in container.get("env", [])}
+
+
+def test_metrics_ports_annotations_and_service_monitors() -> None:
+    objects = render(APP)
+    for component, port in (("operator", 8081), ("service", 9090)):
+        deployment = one(objects, "Deployment", f"r-lemon-{component}")
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/port"] == str(port)
+        assert annotations["prometheus.io/path"] == "/metrics"
+        (container,) = _containers(deployment)
+        assert {"name": "metrics", "containerPort": port, "protocol": "TCP"} in container["ports"]
+    (operator,) = _containers(one(objects, "Deployment", "r-lemon-operator"))
+    assert _env(operator)["LEMON_OPERATOR_METRICS_PORT"] == "8081"
+    (service,) = _containers(one(objects, "Deployment", "r-lemon-service"))
+    assert "--metrics-port=9090" in service["args"]
+    assert not [name for name in _env(service) if name.startswith("OTEL_")]  # tracing off
+    assert not by_kind(objects, "ServiceMonitor")
+
+    monitored = render(APP, [ROOT / "tests/helm/values/50-observability.yaml"])
+    monitors = {m["metadata"]["name"]: m for m in by_kind(monitored, "ServiceMonitor")}
+    assert sorted(monitors) == ["r-lemon-operator", "r-lemon-service"]
+    for component, monitor in (("operator", monitors["r-lemon-operator"]),
+                               ("service", monitors["r-lemon-service"])):  # fmt: skip
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["labels"]["release"] == "prometheus"
+        assert monitor["spec"]["endpoints"] == [
+            {"port": "metrics", "path": "/metrics", "interval": "15s"}
+        ]
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        services = [
+            s for s in by_kind(monitored, "Service")
+            if selector.items() <= s["metadata"]["labels"].items()
+            and any(p["name"] == "metrics" for p in s["spec"]["ports"])
+        ]  # fmt: skip
+        assert len(services) == 1, component
+        pods = one(monitored, "Deployment", f"r-lemon-{component}")["spec"]["template"]
+        assert services[0]["spec"]["selector"].items() <= pods["metadata"]["labels"].items()
+    (traced,) = _containers(one(monitored, "Deployment", "r-lemon-service"))
+    assert {k: v for k, v in _env(traced).items() if k.startswith("OTEL_")} == {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability:4318",
+        "OTEL_SERVICE_NAME": "r-lemon-service",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.1",
+    }
+
+    off = render(APP, sets=["metrics.enabled=false"])
+    for component in ("operator", "service"):
+        deployment = one(off, "Deployment", f"r-lemon-{component}")
+        assert "prometheus.io/scrape" not in (
+            deployment["spec"]["template"]["metadata"].get("annotations") or {}
+        )
+        (container,) = _containers(deployment)
+        assert all(p["name"] != "metrics" for p in container["ports"])
+        assert not [a for a in container.get("args", []) if a.startswith("--metrics-port")]

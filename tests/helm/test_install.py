@@ -21,6 +21,7 @@ from tests.conftest import ROOT
 from tests.helm.charts import APP, CRDS, VALUES, helm, operator_rules, render
 from tests.k8s.conftest import Kubectl
 from tests.k8s.controlplane import ControlPlane, ControlPlaneError, ensure_binaries
+from tests.k8s.vendored_crds import INFERENCESERVICE_CRD
 
 pytestmark = pytest.mark.k8s
 
@@ -52,12 +53,11 @@ def cluster() -> Iterator[Kubectl]:
 @pytest.fixture(scope="module")
 def installed(cluster: Kubectl) -> Kubectl:
     """Both charts installed as a user would: the CRDs first, then the app into ``lemon``.
-    KServe, a prerequisite, is stood for by its trimmed InferenceService CRD (tests/k8s)."""
+    KServe, a prerequisite, is stood for by its real InferenceService CRD (no controller)."""
     config = cluster.kubeconfig
-    cluster("apply", "-f", str(ROOT / "tests/k8s/fixtures/inferenceservice-crd.yaml"))
+    cluster("apply", "--server-side", "-f", str(INFERENCESERVICE_CRD))
     helm("install", "lemon-crds", str(CRDS), "--namespace=default", kubeconfig=config)
-    for name in _crd_names():
-        cluster("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    cluster.wait_established(*_crd_names(), "inferenceservices.serving.kserve.io")
     deadline = time.monotonic() + 60  # Established comes before discovery serves the kind
     while cluster("explain", "lemoncapacityprofile.spec", check=False).returncode != 0:
         if time.monotonic() > deadline:
@@ -133,11 +133,12 @@ def test_deployments_hold_the_security_context_probes_and_images(installed: Kube
     assert operator["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
 
-def test_service_exposes_the_grpc_port(installed: Kubectl) -> None:
+def test_service_exposes_the_grpc_and_metrics_ports(installed: Kubectl) -> None:
     service = _get(installed, "service", "lemon-service", f"--namespace={NAMESPACE}")
-    (port,) = service["spec"]["ports"]
+    port, metrics = service["spec"]["ports"]
     assert (port["name"], port["port"], port["targetPort"]) == ("grpc", 50051, "grpc")
     assert port["appProtocol"] == "grpc"
+    assert (metrics["name"], metrics["port"], metrics["targetPort"]) == ("metrics", 9090, "metrics")
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "service"
 
 
@@ -150,9 +151,13 @@ def test_operator_role_is_the_generated_least_privilege_role(installed: Kubectl)
         ("create", "inferenceservices.serving.kserve.io", "--namespace=team-a"),
         ("create", "events", "--namespace=team-a"),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("create", "lemonruns.lemon.ai", "--namespace=team-a"),  # a LemonSpec's task
+        ("patch", "lemonruns.lemon.ai", "--subresource=status", "--all-namespaces"),
+        ("create", "configmaps", "--namespace=team-a"),  # a run's trace
     ]
     denied = [
         ("delete", "lemonspecs.lemon.ai", "--all-namespaces"),
+        ("update", "lemonruns.lemon.ai", "--all-namespaces"),
         ("get", "secrets", "--namespace=team-a"),
         ("create", "deployments.apps", f"--namespace={NAMESPACE}"),
         ("create", "customresourcedefinitions.apiextensions.k8s.io"),

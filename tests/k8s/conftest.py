@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,10 +24,13 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.k8s.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, ensure_tools
+from tests.k8s.vendored_crds import INFERENCESERVICE_CRD, PYTORCHJOB_CRD
+from tests.service.conftest import ServeProcess
 
 BIN = Path(sys.executable).parent
-FIXTURES = Path(__file__).parent / "fixtures"
 OPERATOR_USER = "lemon-operator"
+INFERENCESERVICES = "inferenceservices.serving.kserve.io"
+PYTORCHJOBS = "pytorchjobs.kubeflow.org"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -66,6 +70,21 @@ class Kubectl:
     def json(self, *args: str) -> Any:
         return json.loads(self(*args, "-o", "json").stdout)
 
+    def wait_established(self, *crds: str, timeout: float = 60.0) -> None:
+        """Poll until every CRD is Established (``kubectl wait`` fails outright when it looks
+        before the API server has written the CRD's first conditions)."""
+        deadline = time.monotonic() + timeout
+        for crd in crds:
+            while True:
+                found = self("get", "crd", crd, "-o", "json", check=False)
+                conditions = json.loads(found.stdout or "{}").get("status", {}).get("conditions")
+                if any(c["type"] == "Established" and c["status"] == "True"
+                       for c in conditions or []):  # fmt: skip
+                    break
+                if time.monotonic() > deadline:
+                    pytest.fail(f"crd/{crd} not Established: {conditions}", pytrace=False)
+                time.sleep(0.25)
+
 
 _prepared: dict[str, Path | ControlPlaneError] = {}
 
@@ -103,35 +122,66 @@ def control_plane() -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="session")
 def kubectl(control_plane: ControlPlane) -> Kubectl:
+    """kubectl on a control plane holding LEMON's CRDs, the real CRDs of KServe's
+    InferenceService and Kubeflow's PyTorchJob (installed first, as on a cluster where LEMON's
+    prerequisites come before it: kopf only watches kinds that discovery serves when it looks),
+    and the operator's ClusterRole bound to its user."""
     kubectl = Kubectl(control_plane.kubeconfig)
-    kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(FIXTURES / "inferenceservice-crd.yaml"))
+    kubectl("apply", "-f", str(ROOT / "crds"))
+    # KServe's CRD (1 MB) is over the 256 kB annotation of a client-side apply: apply the real
+    # CRDs server-side, as KServe's and Kubeflow's install instructions do.
+    kubectl("apply", "--server-side", "-f", str(INFERENCESERVICE_CRD), "-f", str(PYTORCHJOB_CRD))
     kubectl("apply", "-f", str(ROOT / "operator" / "rbac" / "clusterrole.yaml"))
     kubectl(
         "create", "clusterrolebinding", "lemon-operator",
         "--clusterrole=lemon-operator", f"--user={OPERATOR_USER}",
     )  # fmt: skip
-    for name in ("lemonspecs.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
-        kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
-    kubectl("wait", "--for=condition=Established", "crd/inferenceservices.serving.kserve.io")
+    plurals = (
+        "lemonspecs",
+        "lemoncapacityprofiles",
+        "lemontrainings",
+        "lemonpolicies",
+        "lemonruns",
+    )
+    lemon = [f"{plural}.lemon.ai" for plural in plurals]
+    kubectl.wait_established(*lemon, INFERENCESERVICES, PYTORCHJOBS)
     # Established comes before discovery and the OpenAPI document serve the new kinds.
     deadline = time.monotonic() + 60
-    while kubectl("explain", "lemonspec.spec", check=False).returncode != 0:
-        if time.monotonic() > deadline:
-            pytest.fail("the API server never published the LemonSpec schema", pytrace=False)
-        time.sleep(0.5)
+    for kind in ("lemonspec", "lemontraining", "inferenceservice", "pytorchjob"):
+        while kubectl("explain", f"{kind}.spec", check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the API server never published the {kind} schema", pytrace=False)
+            time.sleep(0.5)
     return kubectl
 
 
-class Operator:
-    """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user."""
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+
+class Operator:
+    """``kopf run -m lemon_operator.main`` as a subprocess, as the operator's own user, handing
+    LemonRuns to the orchestration service at ``service`` (host:port)."""
+
+    def __init__(self, kubeconfig: Path, log: Path, *, service: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
+        self.service = service
         self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_port = _free_port()
+        """Where the operator serves its Prometheus metrics (``/metrics``)."""
 
     def start(self) -> None:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PYTHONUNBUFFERED": "1",
+            "LEMON_OPERATOR_METRICS_PORT": str(self.metrics_port),
+        }
+        if self.service is not None:
+            env["LEMON_SERVICE_TARGET"] = self.service
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [str(BIN / "kopf"), "run", "-m", "lemon_operator.main", "--all-namespaces",
@@ -161,11 +211,30 @@ class Operator:
 
 
 @pytest.fixture(scope="session")
+def orchestration_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """``lemon serve`` as a real process: the service the operator hands LemonRuns to. Its own
+    profile is the scripted test double, which no LemonRun uses: runs bring their tiers."""
+    server = ServeProcess(
+        "--profile", "scripted", "--max-concurrency", "128", "--max-waiting", "128",
+        log_dir=tmp_path_factory.mktemp("orchestration"),
+    )  # fmt: skip
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def operator_process(
-    control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane,
+    kubectl: Kubectl,
+    orchestration_service: ServeProcess,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Operator]:
     kubeconfig = control_plane.kubeconfig_for(user=OPERATOR_USER)
-    operator = Operator(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    operator = Operator(
+        kubeconfig,
+        tmp_path_factory.mktemp("operator") / "operator.log",
+        service=orchestration_service.target,
+    )
     operator.start()
     yield operator
     operator.stop()

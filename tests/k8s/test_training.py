@@ -16,30 +16,21 @@ from typing import Any
 import pytest
 import yaml
 
-from lemon.resources.training import OUTPUT_MOUNT, produced_version
-from lemon.training.config import TrainingConfig
+from lemon.learning.training_config import TrainingConfig
+from lemon.resources.lemon_training import OUTPUT_MOUNT, produced_version
 from lemon_operator import manifests
 from tests.conftest import ROOT
-from tests.k8s.conftest import FIXTURES, Kubectl, Operator, wait_for
+from tests.k8s.conftest import Kubectl, Operator, wait_for
 from tests.k8s.test_operator import condition, get
 
 BASE = "hf://HuggingFaceTB/SmolLM2-135M-Instruct"
 Wait = Callable[..., Any]
 
 
-@pytest.fixture(scope="module")
-def training_crds(kubectl: Kubectl) -> Kubectl:
-    """The PyTorchJob CRD (the training operator's) next to LEMON's CRDs."""
-    kubectl("apply", "-f", str(FIXTURES / "pytorchjob-crd.yaml"))
-    for crd in ("pytorchjobs.kubeflow.org", "lemontrainings.lemon.ai", "lemonpolicies.lemon.ai"):
-        kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
-    return kubectl
-
-
 @pytest.fixture
-def ns(training_crds: Kubectl, namespace: str) -> str:
+def ns(kubectl: Kubectl, namespace: str) -> str:
     # Pods need the namespace's default ServiceAccount, which a controller-manager would create.
-    training_crds("create", "serviceaccount", "default", "-n", namespace)
+    kubectl("create", "serviceaccount", "default", "-n", namespace)
     return namespace
 
 
@@ -438,6 +429,6 @@ def test_restart_during_the_job_and_between_publishing_steps(
     assert [item["metadata"]["name"] for item in isvcs] == ["router-policy"]
 
 
-def test_examples_apply(training_crds: Kubectl, ns: str) -> None:
+def test_examples_apply(kubectl: Kubectl, ns: str) -> None:
     for path in sorted((ROOT / "examples" / "training").glob("*.yaml")):
-        training_crds("apply", "--dry-run=server", "-n", ns, "-f", str(path))
+        kubectl("apply", "--dry-run=server", "-n", ns, "-f", str(path))

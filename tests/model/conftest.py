@@ -18,30 +18,11 @@ from tests.conftest import LEMON, ROOT
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer random Llama (float32) saved with the packaged SmolLM2 tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    """A 2-layer random Llama (float32) saved with the packaged SmolLM2 tokenizer; untied, so
+    that it writes words rather than echoing newlines."""
+    from lemon_train.common import tiny_test_model
 
-    from lemon.backends.local import _converted_packaged
-
-    tokenizer = AutoTokenizer.from_pretrained(str(_converted_packaged("bfloat16")))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return tiny_test_model(tmp_path_factory.mktemp("models") / "tiny-llama", tie_embeddings=False)
 
 
 def free_port() -> int:

@@ -11,7 +11,8 @@ import pytest
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.local import LocalBackend, ModelSource, load_model
 from lemon.backends.openai import OpenAIBackend
-from lemon.engine import AgentStatus, ExecutionOptions, RunStatus, TraceWriter, execute
+from lemon.engine import AgentStatus, ExecutionOptions, RunStatus, execute
+from lemon.events import AgentFinished, Event, TraceWriter
 from lemon.spec import Capacity, parse_spec
 from tests.model.conftest import ModelServer
 
@@ -112,8 +113,8 @@ def test_server_killed_mid_run(model_server: ModelServer, tmp_path: Path) -> Non
     parsed = parse_spec(CHAIN)
     path = tmp_path / "trace.jsonl"
 
-    def kill_after_a(event: dict[str, object]) -> None:
-        if event["event"] == "agent_finish" and event["agent"] == "a":
+    def kill_after_a(event: Event) -> None:
+        if isinstance(event, AgentFinished) and event.agent == "a":
             model_server.kill()
 
     trace = TraceWriter(path, on_event=kill_after_a)

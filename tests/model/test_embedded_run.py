@@ -12,7 +12,7 @@ pytestmark = pytest.mark.model
 
 
 def test_lemon_run_on_the_embedded_model() -> None:
-    result = run_lemon("run", "--json", "--max-tokens", "24")
+    result = run_lemon("run", "--json", "--max-tokens", "24", timeout=600)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["status"] == "succeeded"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lemon.packaged import packaged_model
+from lemon.backends.packaged import packaged_model
 from lemon.spec import mutations, parse_spec, span_to_token_indices
 from tests.conftest import EXAMPLES
 

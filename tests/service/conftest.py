@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -79,10 +80,23 @@ class ServeProcess:
                 self.process.wait()
 
 
+def _healthy(url: str, process: subprocess.Popen[str]) -> bool:
+    """Whether ``url`` answers 200 before ``process`` exits or STARTUP_S pass."""
+    deadline = time.monotonic() + STARTUP_S
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
 class OpenAIServer:
     """tests/service/openai_server.py as a subprocess; ``events()`` reads its call log."""
 
-    def __init__(self, log_dir: Path, *, latency: float) -> None:
+    def __init__(self, log_dir: Path, *, latency: float, answer: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log_dir / f"openai-{self.port}.log"
@@ -91,23 +105,16 @@ class OpenAIServer:
             [
                 *(sys.executable, "-m", "tests.service.openai_server", "--port", str(self.port)),
                 *("--latency", str(latency), "--log", str(self.log)),
+                *(("--answer", answer) if answer is not None else ()),
             ],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError("openai test server did not start")
-            time.sleep(0.1)
+        if not _healthy(f"http://127.0.0.1:{self.port}/health", self.process):
+            self.kill()
+            raise RuntimeError("openai test server did not start")
 
     def events(self) -> list[str]:
         return self.log.read_text().split("\n")[:-1]
@@ -154,3 +161,61 @@ def scripted_server(service_logs: Path) -> Iterator[ServeProcess]:
     )
     yield server
     server.stop()
+
+
+class OTLPReceiver:
+    """tests/service/otlp_receiver.py as a subprocess; ``spans()`` reads what it received."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.out = log_dir / f"otlp-{self.port}.jsonl"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.service.otlp_receiver", "--port", str(self.port),
+             "--out", str(self.out)],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        if not _healthy(f"{self.endpoint}/health", self.process):
+            self.kill()
+            raise RuntimeError("the OTLP receiver did not start")
+
+    def env(self, *, service: str) -> dict[str, str]:
+        """The standard variables that point ``lemon serve`` at this receiver."""
+        return {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
+            "OTEL_SERVICE_NAME": service,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",  # milliseconds between batch exports
+        }
+
+    def spans(self) -> list[dict[str, Any]]:
+        from tests.service.otlp_receiver import read_spans
+
+        return read_spans(self.out)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``GET /metrics`` parsed by prometheus_client's own text parser: one value per sample,
+    keyed by (sample name, sorted labels)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    response.raise_for_status()
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+@pytest.fixture
+def otlp_receiver(service_logs: Path) -> Iterator[OTLPReceiver]:
+    receiver = OTLPReceiver(service_logs)
+    yield receiver
+    receiver.kill()

@@ -2,9 +2,11 @@
 subprocess by the service tests: ``python -m tests.service.openai_server --port P --latency S
 --log FILE``.
 
-It answers ``/v1/chat/completions`` after ``--latency`` seconds and appends one line per event
-to ``--log`` (``start N``, ``answered N``, ``disconnected N``): the tests read it to see that a
-cancelled gRPC call really drops the server's in-flight HTTP calls and starts no new ones.
+It answers ``/v1/chat/completions`` (and ``/openai/v1/chat/completions``, KServe's path) after
+``--latency`` seconds with ``--answer`` and appends one line per event to ``--log`` (``start N``,
+``answered N``, ``disconnected N``, and ``traceparent VALUE N`` when the call carried one): the
+tests read it to see that a cancelled gRPC call really drops the server's in-flight HTTP calls
+and starts no new ones, and that traces reach the tier.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def make_app(*, latency: float, log: Path, answer: str) -> Any:
         if scope["path"] == "/health":
             await send_json(send, 200, {"status": "ok"})
             return
-        if scope["path"] != "/v1/chat/completions":
+        if scope["path"] not in ("/v1/chat/completions", "/openai/v1/chat/completions"):
             await send_json(send, 404, {"error": "not found"})
             return
         body = b""
@@ -53,6 +55,9 @@ def make_app(*, latency: float, log: Path, answer: str) -> Any:
         counter += 1
         number = counter
         note("start", number)
+        headers = dict(scope.get("headers") or [])
+        if b"traceparent" in headers:  # sent only with tracing on
+            note(f"traceparent {headers[b'traceparent'].decode()}", number)
         request = json.loads(body)
         sleep = asyncio.ensure_future(asyncio.sleep(latency))
         gone = asyncio.ensure_future(receive())  # completes with http.disconnect if dropped

@@ -28,8 +28,11 @@ def test_grpcurl_lists_and_describes_through_reflection(scripted_server: ServePr
     methods = grpcurl("-plaintext", scripted_server.target, "list", "lemon.v1.Orchestrator")
     assert sorted(methods.stdout.split()) == [
         f"lemon.v1.Orchestrator.{name}"
-        for name in ("ExecuteSpec", "Orchestrate", "StreamOrchestrate", "ValidateSpec")
-    ]
+        for name in (
+            "CancelRun", "ExecuteSpec", "GetRun", "Orchestrate", "StreamOrchestrate",
+            "SubmitRun", "ValidateSpec",
+        )
+    ]  # fmt: skip
     method = grpcurl(
         "-plaintext", scripted_server.target, "describe", "lemon.v1.Orchestrator.Orchestrate"
     )

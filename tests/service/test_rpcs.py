@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from lemon_service._proto import orchestrator_pb2 as pb
+from lemon.spec import compile_spec, parse_spec
+from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_service.client import ClientConfig, LemonClient, run_options
 from tests.conftest import ROOT
 from tests.service.conftest import ServeProcess, scripted_profile
@@ -49,7 +50,12 @@ def test_orchestrate_returns_spec_answer_tokens_and_timings(scripted_server: Ser
     assert response.tokens.total == spent
     assert response.tokens.total > 0
     assert response.wall_s > 0
-    assert list(response.critical_path)[-1] == response.agents[-1].name or response.critical_path
+    # The served critical path is the compiled spec's: the maths template's whole chain,
+    # planner -> solver -> verifier, ending at the output agent.
+    dag = compile_spec(parse_spec(response.spec, source="response.spec").spec)
+    assert list(response.critical_path) == list(dag.critical_path)
+    assert len(dag.critical_path) == len(response.agents) == 3
+    assert dag.critical_path[-1] == dag.output
 
 
 def test_request_ids_are_generated_when_absent(scripted_server: ServeProcess) -> None:
@@ -71,9 +77,10 @@ def test_stream_sends_spec_agents_and_result_in_order(scripted_server: ServeProc
     assert result.request_id == "s-1"
     assert result.status == "succeeded"
     ready = events[0].spec_ready
-    assert ready.output == result.agents[-1].name or ready.output in {a.name for a in result.agents}
-    levelled = [name for level in ready.levels for name in level.agents]
-    assert sorted(levelled) == sorted(a.name for a in result.agents)
+    dag = compile_spec(parse_spec(result.spec, source="result.spec").spec)
+    assert ready.output == dag.output
+    assert [list(level.agents) for level in ready.levels] == [list(lv) for lv in dag.levels]
+    assert sorted(dag.order) == sorted(a.name for a in result.agents)
     started = [e.agent_started.agent for e in events if e.HasField("agent_started")]
     finished = {
         e.agent_finished.agent: e.agent_finished for e in events if e.HasField("agent_finished")

@@ -13,18 +13,18 @@ import pytest
 import torch
 import yaml
 
-from lemon.policy.version import read_policy
-from lemon.reward import RewardConfig
-from lemon.spec.formatting import format_spec
-from lemon.spec.mutations import mutations
-from lemon.spec.validation import parse_spec
-from lemon.training.config import CounterfactualConfig, TrainingConfig
-from lemon.training.synthetic import (
+from lemon.learning.simulator import (
     canonical_specs,
     evaluate,
     make_tasks,
     synthetic_messages,
 )
+from lemon.learning.training_config import CounterfactualConfig, TrainingConfig
+from lemon.policy.version import read_policy
+from lemon.reward import RewardConfig
+from lemon.spec.formatting import format_spec
+from lemon.spec.mutations import mutations
+from lemon.spec.validation import parse_spec
 from lemon_train.credit import SpanCredit, credit_matrix, span_advantages
 from lemon_train.rewards import SyntheticReward
 from tests.train.conftest import run_train, train_env
@@ -360,9 +360,9 @@ def test_grpo_resumes_from_its_last_checkpoint(tiny_policy: Path, tmp_path: Path
 def test_two_way_credit_sweeps_tiers_and_lands_on_creating_tokens(tiny_policy: Path) -> None:
     """Simulator v2 with every kind: a capacity field is scored at all three tiers and credited
     R − their mean on the value token; presence edits credit the tokens that create the thing."""
+    from lemon.learning import simulator_v2 as v2
     from lemon.spec.models import Capacity
     from lemon.spec.mutations import PAPER_KINDS, TWO_WAY_KINDS
-    from lemon.training import simulator_v2 as v2
     from lemon_train.common import load_tokenizer
     from lemon_train.rewards import SimulatorV2Reward
 

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require_extra
 from tests.train.conftest import WriteConfig, run_train, start_train, train_env
 
 pytestmark = pytest.mark.model
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
+require_extra("train", "torch", "trl", "peft", "datasets")
 
+import torch  # noqa: E402
+
+from lemon.learning.training_config import load_config  # noqa: E402
 from lemon.policy.version import read_policy  # noqa: E402
-from lemon.training.config import load_config  # noqa: E402
 from lemon_train.common import TrainingError, load_model_and_tokenizer  # noqa: E402
 from lemon_train.sft import build_trainer, run  # noqa: E402
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lemon.training.config import TrainingConfig
+from lemon.learning.training_config import TrainingConfig
 from lemon_train.common import (
     TERMINATION_LIMIT,
     TrainingError,

@@ -159,3 +159,33 @@ def test_eval_reports_only_test_items_by_default(tmp_path: Path) -> None:
     assert sorted(ids, key=test_ids.index) == test_ids[:40]
     assert not held_in & set(ids)
     assert held_in  # the held-in partition exists, and was skipped
+
+
+def test_priced_cost_in_eval_and_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEMON_CALL_CACHE", str(tmp_path / "calls.sqlite"))
+    args = ["eval", "--benchmark", "multiarith", "--profile", "scripted", "--baseline", "chain"]
+    args += ["--out", str(tmp_path), "--limit", "2", "-q", "--json"]
+    first = run_lemon(*args, "--name", "cold")
+    assert first.returncode == 0, first.stderr
+    cold = json.loads(first.stdout)
+    # the chain is small -> medium -> large: priced = 0.273 * small + medium + 3.117 * large
+    records = [json.loads(x) for x in (tmp_path / "cold" / "items.jsonl").read_text().splitlines()]
+    assert all(r["priced_tokens"] > 0 for r in records)
+    assert cold["mean_priced_tokens"] != cold["mean_tokens"]
+    assert cold["tier_prices"]["medium"] == 1.0
+    assert cold["cache_hits"] == 0
+    warm = json.loads(run_lemon(*args, "--name", "warm").stdout)
+    assert warm["cache_hits"] == cold["calls"]  # a second run answered from the call cache
+    assert warm["calls"] == 0
+    assert warm["mean_priced_tokens"] == cold["mean_priced_tokens"]
+    report = run_lemon("report", str(tmp_path / "cold"), "--cost", "tokens")
+    assert "mean tier-priced tokens" in report.stdout
+    assert "Pareto (tokens)" in report.stdout
+    rows = [
+        {"run": "a", "benchmark": "b", "n": 1, "accuracy": 0.5, "ci95": [0, 1], "mean_tokens": 100,
+         "mean_priced_tokens": 300},
+        {"run": "c", "benchmark": "b", "n": 1, "accuracy": 0.5, "ci95": [0, 1], "mean_tokens": 200,
+         "mean_priced_tokens": 100},
+    ]  # fmt: skip
+    assert pareto_front(rows, "tokens") == [0]
+    assert pareto_front(rows, "priced") == [1]

@@ -10,13 +10,12 @@ import pytest
 
 from lemon.backends.base import Decoding
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
-from lemon.engine import (
-    AgentStatus,
-    CallCache,
-    ExecutionOptions,
-    RunStatus,
+from lemon.engine import AgentStatus, CallCache, ExecutionOptions, RunStatus, execute
+from lemon.events import (
+    AgentFinished,
+    AgentStarted,
+    RunFinished,
     TraceWriter,
-    execute,
     read_trace,
     render_table,
     render_timeline,
@@ -53,9 +52,9 @@ def test_diamond_runs_levels_in_parallel() -> None:
     result = run(DIAMOND, backends(latency=0.05), trace=trace)
     assert result.status is RunStatus.SUCCEEDED
     assert result.answer == "The answer is 42."
-    order = [(e["event"], e.get("agent")) for e in trace.events if "agent" in e]
-    starts = {agent: i for i, (kind, agent) in enumerate(order) if kind == "agent_start"}
-    ends = {agent: i for i, (kind, agent) in enumerate(order) if kind == "agent_finish"}
+    order = [e for e in trace.events if isinstance(e, AgentStarted | AgentFinished)]
+    starts = {e.agent: i for i, e in enumerate(order) if isinstance(e, AgentStarted)}
+    ends = {e.agent: i for i, e in enumerate(order) if isinstance(e, AgentFinished)}
     # left and right both start before either finishes: they ran concurrently
     assert max(starts["left"], starts["right"]) < min(ends["left"], ends["right"])
     # every agent starts only after all of its dependencies finished
@@ -93,7 +92,7 @@ def test_permanent_failure_skips_dependants_and_fails_the_run() -> None:
     assert result.status is RunStatus.FAILED
     assert result.answer is None
     assert "output agent 'judge' skipped" in (result.error or "")
-    assert trace.events[-1]["event"] == "run_finish"
+    assert isinstance(trace.events[-1], RunFinished)
 
 
 def test_transient_errors_are_retried_with_backoff() -> None:
@@ -127,9 +126,9 @@ def test_deadline_ends_a_hanging_run_with_a_complete_trace(tmp_path: Path) -> No
     assert by_name["right"].status is AgentStatus.FAILED
     assert by_name["judge"].status is AgentStatus.SKIPPED
     events = read_trace(path)
-    finished = {e["agent"] for e in events if e["event"] == "agent_finish"}
+    finished = {e.agent for e in events if isinstance(e, AgentFinished)}
     assert finished == {"plan", "left", "right", "judge"}
-    assert events[-1]["event"] == "run_finish"
+    assert isinstance(events[-1], RunFinished)
 
 
 def test_empty_output_is_a_failure() -> None:
@@ -150,12 +149,11 @@ def test_per_tier_concurrency_is_bounded() -> None:
     run(text, backends(latency=0.02), options=options, trace=trace)
     running = peak = 0
     for event in trace.events:
-        if event.get("agent", "").startswith("a"):
-            if event["event"] == "agent_start":
-                running += 1
-                peak = max(peak, running)
-            elif event["event"] == "agent_finish":
-                running -= 1
+        if isinstance(event, AgentStarted) and event.agent.startswith("a"):
+            running += 1
+            peak = max(peak, running)
+        elif isinstance(event, AgentFinished) and event.agent.startswith("a"):
+            running -= 1
     assert peak == 1
 
 
@@ -274,7 +272,8 @@ def test_lemon_run_cli_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["math", "multiple_choice", "code", "general"])
 def test_template_policy_specs_are_valid(kind: str) -> None:
-    from lemon.policy.template import TaskKind, template_spec
+    from lemon.policy.template import template_spec
+    from lemon.tasks import TaskKind
 
     _, spec, text = template_spec("x", kind=TaskKind(kind))
     assert parse_spec(text).spec == spec

@@ -20,6 +20,8 @@ FORBIDDEN = (
     "lemon_operator",
     "lemon_service",
     "lemon_train",
+    "opentelemetry",  # lemon.telemetry imports it only when tracing is on
+    "prometheus_client",
 )
 
 

@@ -1,7 +1,10 @@
-"""The operator's pure parts: manifests (golden files), statuses, rendering, RBAC freshness."""
+"""The operator's pure parts: manifests (golden files), statuses, rendering, RBAC freshness, the
+reconcile metrics around handlers."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -11,7 +14,7 @@ import yaml
 
 from lemon.resources import CapacityProfileSpec
 from lemon.spec import Capacity, SpecError, parse_spec
-from lemon_operator import manifests, rbac, specs, statuses
+from lemon_operator import manifests, metrics, rbac, specs, statuses
 from tests.conftest import ROOT
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -64,6 +67,9 @@ def test_tier_status_reads_kserve_ready() -> None:
     status = statuses.tier_status(Capacity.SMALL, name="p-small", isvc=isvc)
     assert (status.ready, status.url) == (True, "http://x")
     assert not statuses.tier_status(Capacity.SMALL, name="p-small", isvc=None).ready
+    isvc["status"]["address"] = {"url": "http://p-small-predictor.ns.svc.cluster.local"}
+    local = statuses.tier_status(Capacity.SMALL, name="p-small", isvc=isvc)
+    assert local.url == "http://p-small-predictor.ns.svc.cluster.local"  # in-cluster callers
 
 
 def test_rendered_resource_locates_errors_in_the_example_file() -> None:
@@ -87,3 +93,42 @@ def test_rbac_file_is_fresh() -> None:
     assert (ROOT / rbac.PATH).read_text(encoding="utf-8") == rbac.render(), (
         "run python -m lemon_operator.rbac"
     )
+
+
+def test_async_handlers_are_counted_by_outcome_and_timed() -> None:
+    """A LemonRun's daemon work is a coroutine: ``reconciled`` must await it (kopf sees an async
+    handler), and count it succeeded, failed or cancelled."""
+
+    def sample(name: str, **labels: str) -> float:
+        return metrics.REGISTRY.get_sample_value(name, {"kind": "LemonRun", **labels}) or 0.0
+
+    outcomes = ("succeeded", "failed", "cancelled")
+    before = {o: sample("lemon_operator_reconciles_total", outcome=o) for o in outcomes}
+    timed = sample("lemon_operator_reconcile_seconds_count")
+
+    @metrics.reconciled("LemonRun")
+    async def handler(*, how: str) -> str:
+        await asyncio.sleep(0)
+        if how == "fail":
+            raise RuntimeError("boom")
+        if how == "hang":
+            await asyncio.sleep(60)
+        return how
+
+    assert inspect.iscoroutinefunction(handler)
+    assert handler.__name__ == "handler"
+
+    async def scenario() -> None:
+        assert await handler(how="ok") == "ok"
+        with pytest.raises(RuntimeError):
+            await handler(how="fail")
+        hanging = asyncio.ensure_future(handler(how="hang"))
+        await asyncio.sleep(0.01)
+        hanging.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hanging
+
+    asyncio.run(scenario())
+    moved = {o: sample("lemon_operator_reconciles_total", outcome=o) - before[o] for o in outcomes}
+    assert moved == {"succeeded": 1, "failed": 1, "cancelled": 1}
+    assert sample("lemon_operator_reconcile_seconds_count") - timed == 3

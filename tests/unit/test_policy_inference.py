@@ -1,7 +1,10 @@
 """Policy inference control flow: parse, retry with located errors, fall back, trace.
 
-The policy's model here is the ``scripted`` test double (the control flow is what is tested);
-real models write specs in tests/model/test_policy_models.py."""
+The policy's model here is the ``scripted`` test double (the control flow is what is tested),
+so the valid-spec path is covered only here. tests/model/test_policy_models.py runs the same
+flow on a real model (a tiny random Llama with SmolLM2's tokenizer, in-process and behind an
+OpenAI-compatible server); a random model writes no valid spec, so there it covers the invalid
+attempts, the retry and the template fallback."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import pytest
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
-from lemon.engine.trace import TraceWriter
+from lemon.events import PolicyAttempted, PolicyFellBack, TraceWriter
 from lemon.policy.inference import LearnedPolicy, TemplatePolicy, extract_spec_text
 from lemon.policy.prompt import policy_messages, repair_messages, spec_completion
 from lemon.policy.template import template_spec
@@ -59,8 +62,8 @@ def test_invalid_then_repaired_with_located_errors_in_the_prompt() -> None:
     first = decision.attempts[0].errors
     assert any(e.startswith("3:11: ") and "math_wizard" in e for e in first), first
     assert any(e.startswith("4:15: ") for e in first), first
-    events = [e for e in trace.events if e["event"] == "policy_attempt"]
-    assert [e["valid"] for e in events] == [False, True]
+    events = [e for e in trace.events if isinstance(e, PolicyAttempted)]
+    assert [e.valid for e in events] == [False, True]
     assert not decision.fallback
 
 
@@ -73,7 +76,7 @@ def test_always_invalid_falls_back_to_the_template_policy() -> None:
     assert len(decision.attempts) == 2
     assert decision.spec == template_spec("What is 2+3?")[1]
     assert "fallback after 2 invalid attempt(s)" in decision.origin
-    assert trace.events[-1]["event"] == "policy_fallback"
+    assert isinstance(trace.events[-1], PolicyFellBack)
 
 
 def test_backend_failure_falls_back_without_retrying() -> None:

@@ -60,7 +60,7 @@ def test_wrong_solutions_fail() -> None:
 def test_exiting_before_the_tests_finish_fails(escape: str) -> None:
     item = _item(0)
     [result] = score_code([item], [escape], config=CONFIG)
-    assert result.returncode == 0 or not result.passed
+    assert result.returncode == 0  # a clean exit, before the checks ran: still not a pass
     assert not result.passed
 
 

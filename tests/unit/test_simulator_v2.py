@@ -7,11 +7,11 @@ import random
 
 import pytest
 
+from lemon.learning import simulator_v2 as v2
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Agent, Capacity, Spec
 from lemon.spec.mutations import PAPER_KINDS, TWO_WAY_KINDS, mutations
 from lemon.spec.validation import parse_spec
-from lemon.training import simulator_v2 as v2
 
 S, M, L = Capacity.SMALL, Capacity.MEDIUM, Capacity.LARGE
 

@@ -9,9 +9,9 @@ import pytest
 
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
 from lemon.engine import AgentStatus, CallCache, ExecutionOptions, RunStatus, execute
-from lemon.policy.template import COMPUTE_PREFILL
+from lemon.engine.tools import extract_code, run_python_tool
 from lemon.spec import Capacity, MutationKind, builtin_roles, mutations, parse_spec
-from lemon.tools import extract_code, run_python_tool
+from lemon.tasks import COMPUTE_PREFILL
 
 POT = """\
 agents:

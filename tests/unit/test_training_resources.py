@@ -11,9 +11,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from lemon.learning.training_config import TrainingConfig, load_config
 from lemon.resources import crd
-from lemon.resources.policy import LemonPolicy, PolicySpec
-from lemon.resources.training import (
+from lemon.resources.lemon_policy import LemonPolicy, PolicySpec
+from lemon.resources.lemon_training import (
     LemonTraining,
     TrainingSpec,
     checkpoint_uri,
@@ -22,7 +23,6 @@ from lemon.resources.training import (
     training_config,
 )
 from lemon.spec.mutations import PAPER_KINDS
-from lemon.training.config import TrainingConfig, load_config
 from lemon_operator import manifests, trainings
 from tests.conftest import ROOT
 from tests.unit.test_crds import walk

@@ -14,9 +14,10 @@ import argparse
 import sys
 from typing import Any
 
+from lemon.cli.options import EXIT_OK, EXIT_USAGE
+
 __all__ = ["EXIT_OK", "EXIT_USAGE", "add_arguments", "cmd_train", "register"]
 
-EXIT_OK, EXIT_USAGE = 0, 2
 STAGES = ("sft", "grpo")
 
 
@@ -43,7 +44,7 @@ def register(subparsers: Any) -> None:
 
 def load(args: argparse.Namespace) -> Any:
     """The TrainingConfig the arguments describe (raises ConfigError, located)."""
-    from lemon.training.config import ConfigError, TrainingConfig, load_config
+    from lemon.learning.training_config import ConfigError, TrainingConfig, load_config
 
     overrides = {
         "output_dir": args.output_dir,
@@ -66,7 +67,7 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from lemon.training.config import ConfigError
+    from lemon.learning.training_config import ConfigError
 
     try:
         config = load(args)

@@ -1,6 +1,6 @@
 """What both training stages share: loading a base, atomic checkpoints, metrics, publishing.
 
-The output contract is :mod:`lemon.training.config`'s: the version is written under
+The output contract is :mod:`lemon.learning.training_config`'s: the version is written under
 ``<output_dir>.partial`` and renamed to ``output_dir`` when complete; checkpoints live in
 ``<output_dir>.checkpoints``; ``metrics.jsonl`` and ``result.json`` sit inside the version and
 the result also goes (compact, at most 4 KiB) to the termination log when that file exists.
@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +26,8 @@ from transformers import (
     TrainerCallback,
 )
 
+from lemon import atomic
+from lemon.learning.training_config import PACKAGED_BASE, TrainingConfig
 from lemon.policy.version import (
     METADATA_FILE,
     PolicyMetadata,
@@ -36,7 +37,6 @@ from lemon.policy.version import (
     read_policy,
     write_metadata,
 )
-from lemon.training.config import PACKAGED_BASE, TrainingConfig
 from lemon_train.distributed import DistInfo, barrier, init_from_env
 
 __all__ = [
@@ -53,12 +53,16 @@ __all__ = [
     "latest_checkpoint",
     "load_model_and_tokenizer",
     "load_tokenizer",
+    "lora_config",
+    "metrics_callback",
     "parent_of",
     "publish_version",
     "quiet_stdout",
     "resolve_base",
+    "save_version",
     "staging_dir",
     "tiny_test_model",
+    "trainer_arguments",
     "version_label",
 ]
 
@@ -89,9 +93,9 @@ def resolve_base(base_model: str) -> tuple[str, PolicyMetadata | None]:
     model directory; anything else is a Hugging Face id (which needs the hub).
     """
     if base_model == PACKAGED_BASE:
-        from lemon.backends.local import _converted_packaged
+        from lemon.backends.packaged import converted_packaged_model
 
-        return str(_converted_packaged("bfloat16")), None
+        return str(converted_packaged_model("bfloat16")), None
     path = Path(base_model).expanduser()
     if path.is_dir():
         if (path / METADATA_FILE).is_file():
@@ -159,21 +163,32 @@ def tiny_test_model(
     hidden_size: int = 32,
     layers: int = 2,
     seed: int = 0,
+    tie_embeddings: bool = True,
 ) -> Path:
     """A tiny random Llama (float32) with the packaged SmolLM2 tokenizer, saved as an HF
     directory: real chat template and vocabulary, a model that trains in seconds on CPU.
 
+    ``tie_embeddings=False`` gives the output layer weights of its own: a tied random model
+    greedily echoes its last input token (newlines after a chat prompt), an untied one writes
+    words, which tests of what a backend returns need.
+
     Idempotent: an existing directory with ``config.json`` is returned as it is; otherwise the
     model is written to a temporary sibling and renamed into place.
     """
-    from lemon.backends.local import _converted_packaged
+    from lemon.backends.packaged import converted_packaged_model
 
     target = Path(directory)
     if (target / "config.json").is_file():
         return target
-    tokenizer = AutoTokenizer.from_pretrained(str(_converted_packaged("bfloat16")))
+    tokenizer = AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
     return save_tiny_llama(
-        target, tokenizer, hidden_size=hidden_size, layers=layers, max_positions=4096, seed=seed
+        target,
+        tokenizer,
+        hidden_size=hidden_size,
+        layers=layers,
+        max_positions=4096,
+        seed=seed,
+        tie_embeddings=tie_embeddings,
     )
 
 
@@ -185,6 +200,7 @@ def save_tiny_llama(
     layers: int,
     max_positions: int,
     seed: int,
+    tie_embeddings: bool = True,
 ) -> Path:
     """A random Llama sized for ``tokenizer``, written with it to a temporary sibling of
     ``target`` and renamed into place (a concurrent writer that wins the race is kept)."""
@@ -201,20 +217,13 @@ def save_tiny_llama(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_embeddings,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        model.save_pretrained(temp)
-        tokenizer.save_pretrained(temp)
-        os.replace(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        if not (target / "config.json").is_file():
-            raise
+    with atomic.staged_directory(target, marker="config.json") as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
     return target
 
 
@@ -269,9 +278,7 @@ def truncate_metrics(path: Path, step: int) -> None:
             continue
         if isinstance(row, dict) and row.get("step", 0) <= step:
             kept.append(line)
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    temp.replace(path)
+    atomic.write_text(path, "".join(f"{line}\n" for line in kept))
 
 
 def start_run(config: TrainingConfig, stage: str) -> tuple[DistInfo, Path, Path | None, Path]:
@@ -315,6 +322,81 @@ def parent_of(base_model: str) -> str | None:
 
 def version_label(config: TrainingConfig) -> str:
     return config.version or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+# ── what both trainers are configured with ───────────────────────────────────────────────
+
+
+def trainer_arguments(config: TrainingConfig) -> dict[str, Any]:
+    """The ``TrainingArguments`` both stages share, as keywords for ``SFTConfig`` and
+    ``GRPOConfig`` (each adds its own: batch sizes, lengths, the GRPO settings)."""
+    hp = config.hyperparameters
+    cuda = torch.cuda.is_available()
+    return {
+        "output_dir": str(checkpoints_dir(config)),
+        "max_steps": hp.max_steps if hp.max_steps is not None else -1,
+        "num_train_epochs": hp.epochs,
+        "gradient_accumulation_steps": hp.gradient_accumulation_steps,
+        "learning_rate": hp.learning_rate,
+        "warmup_steps": hp.warmup_ratio,
+        "weight_decay": hp.weight_decay,
+        "seed": hp.seed,
+        "save_strategy": "steps",
+        "save_steps": hp.save_steps,
+        "save_total_limit": 2,
+        "logging_steps": hp.logging_steps,
+        "logging_first_step": True,
+        "use_cpu": not cuda,
+        "bf16": cuda,
+        "report_to": [],
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+        "ddp_find_unused_parameters": False,
+    }
+
+
+def lora_config(config: TrainingConfig) -> Any:
+    """peft's ``LoraConfig`` for ``config.lora``, or None (full fine-tuning)."""
+    if config.lora is None:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora.r,
+        lora_alpha=config.lora.alpha,
+        lora_dropout=config.lora.dropout,
+        target_modules=config.lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def metrics_callback(
+    config: TrainingConfig, *, path: Path | None = None, is_main: bool = True
+) -> MetricsCallback:
+    """The callback logging every step to ``path`` (default: the staging version's
+    ``metrics.jsonl``)."""
+    return MetricsCallback(path or staging_dir(config) / config.metrics_file, is_main=is_main)
+
+
+def save_version(
+    trainer: Any,
+    tokenizer: Any,
+    staging: Path,
+    config: TrainingConfig,
+    *,
+    stage: Literal["sft", "grpo"],
+    metrics: dict[str, Any],
+) -> None:
+    """Write the trained weights (a LoRA adapter merged in unless ``lora.merge`` is false) and
+    the tokenizer to ``staging`` and publish it as the version (rank 0 only)."""
+    model: Any = trainer.model
+    if config.lora is not None and config.lora.merge:
+        model = model.merge_and_unload()
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    publish_version(
+        staging, config, stage=stage, metrics=metrics, parent=parent_of(config.base_model)
+    )
 
 
 # ── checkpoints and metrics inside the trainer ───────────────────────────────────────────
@@ -469,7 +551,7 @@ def publish_version(
         "stage": stage,
         "metrics": meta.metrics,
     }
-    _write_json(staging_path / RESULT_FILE, result)
+    atomic.write_json(staging_path / RESULT_FILE, result)
     read_policy(staging_path)  # refuse to publish an incomplete version
     publish_directory(staging_path, final)
     log = Path(config.termination_log)
@@ -486,9 +568,3 @@ def termination_message(result: dict[str, Any]) -> str:
         if len(text.encode("utf-8")) <= TERMINATION_LIMIT or not metrics:
             return text[:TERMINATION_LIMIT]
         del metrics[max(metrics, key=lambda key: len(json.dumps(metrics[key])))]
-
-
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    os.replace(temp, path)

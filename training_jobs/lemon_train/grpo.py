@@ -14,8 +14,8 @@ level (``importance_sampling_level="token"``), so each token's ratio meets its o
 Batch sizes: ``per_device_batch_size`` counts *tasks* per device step; TRL's batch is
 ``per_device_batch_size × group_size`` completions.
 
-Data: ``synthetic:<N>`` (simulator v1, :mod:`lemon.training.synthetic`: closed-form R_orch,
-short prompts), ``synthetic-v2:<N>`` (simulator v2, :mod:`lemon.training.simulator_v2`) or
+Data: ``synthetic:<N>`` (simulator v1, :mod:`lemon.learning.simulator`: closed-form R_orch,
+short prompts), ``synthetic-v2:<N>`` (simulator v2, :mod:`lemon.learning.simulator_v2`) or
 JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
 :func:`lemon.policy.prompt.policy_messages`, executed on ``profile``'s backends).
 """
@@ -30,20 +30,20 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from lemon.training import simulator_v2
-from lemon.training.config import TrainingConfig
-from lemon.training.synthetic import make_tasks, parse_synthetic_data, synthetic_messages
+from lemon.learning import simulator_v2
+from lemon.learning.simulator import make_tasks, parse_synthetic_data, synthetic_messages
+from lemon.learning.training_config import TrainingConfig
 from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,
     TrainingError,
     checkpoint_step,
-    checkpoints_dir,
     load_model_and_tokenizer,
-    parent_of,
-    publish_version,
-    staging_dir,
+    lora_config,
+    metrics_callback,
+    save_version,
     start_run,
+    trainer_arguments,
 )
 from lemon_train.credit import credit_matrix, span_advantages, span_share
 from lemon_train.distributed import barrier
@@ -86,7 +86,8 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
             return output
         credit = credit_matrix(credits, mask.shape[1]).to(advantages.device)
         combined = span_advantages(advantages, credit, self.lambda_cf, mask)
-        mode = "train" if self.model.training else "eval"
+        trained: Any = self.model
+        mode = "train" if trained.training else "eval"
         self._metrics[mode]["cf/span_tokens"].append(float((credit != 0).sum()))
         output[SPAN_TERM] = combined - advantages.unsqueeze(1)
         output[GLOBAL_ADVANTAGE] = advantages
@@ -102,8 +103,10 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         """TRL's loss, plus ``cf/span_share``: the span terms' share of the gradient w.r.t. the
         sampled tokens' logits (:func:`lemon_train.credit.span_share`), from the log-probs the
         loss itself computed."""
-        loss: torch.Tensor = super()._compute_loss(model, inputs)
-        mode = "train" if self.model.training else "eval"
+        compute: Any = super()._compute_loss
+        loss: torch.Tensor = compute(model, inputs)
+        trained: Any = self.model
+        mode = "train" if trained.training else "eval"
         term = inputs.get(SPAN_TERM)
         logps = getattr(self, "_last_logps", None)
         if term is None or logps is None:
@@ -123,10 +126,12 @@ def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
         raise TrainingError(f"data: {exc}") from None
     if count_v2 is not None:
         tasks = simulator_v2.make_tasks(count_v2, seed=config.hyperparameters.seed)
-        rows = [{"prompt": synthetic_messages(t.text), **simulator_v2.task_row(t)} for t in tasks]
-        return rows, True
+        rows_v2 = [
+            {"prompt": synthetic_messages(t.text), **simulator_v2.task_row(t)} for t in tasks
+        ]
+        return rows_v2, True
     if count is not None:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "prompt": synthetic_messages(task),
                 "task": task.text,
@@ -173,17 +178,9 @@ def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
 
 def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
     hp = config.hyperparameters
-    cuda = torch.cuda.is_available()
     return GRPOConfig(
-        output_dir=str(checkpoints_dir(config)),
-        max_steps=hp.max_steps if hp.max_steps is not None else -1,
-        num_train_epochs=hp.epochs,
+        **trainer_arguments(config),
         per_device_train_batch_size=hp.per_device_batch_size * hp.group_size,
-        gradient_accumulation_steps=hp.gradient_accumulation_steps,
-        learning_rate=hp.learning_rate,
-        warmup_steps=hp.warmup_ratio,
-        weight_decay=hp.weight_decay,
-        seed=hp.seed,
         num_generations=hp.group_size,
         max_completion_length=hp.max_completion_length,
         temperature=hp.temperature,
@@ -191,17 +188,6 @@ def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
         loss_type=hp.loss_type,
         importance_sampling_level="token",
         scale_rewards="group",
-        save_strategy="steps",
-        save_steps=hp.save_steps,
-        save_total_limit=2,
-        logging_steps=hp.logging_steps,
-        logging_first_step=True,
-        use_cpu=not cuda,
-        bf16=cuda,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        ddp_find_unused_parameters=False,
     )
 
 
@@ -241,29 +227,16 @@ def build_trainer(
     rows, synthetic = load_tasks(config)
     if model is None or tokenizer is None:
         model, tokenizer = load_model_and_tokenizer(config.base_model)
-    peft_config = None
-    if config.lora is not None:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=config.lora.r,
-            lora_alpha=config.lora.alpha,
-            lora_dropout=config.lora.dropout,
-            target_modules=config.lora.target_modules,
-            task_type="CAUSAL_LM",
-        )
     reward = make_reward(config, tokenizer, synthetic=synthetic)
     cf = config.counterfactual
-    metrics = MetricsCallback(
-        metrics_path or staging_dir(config) / config.metrics_file, is_main=is_main
-    )
+    metrics = metrics_callback(config, path=metrics_path, is_main=is_main)
     trainer = CounterfactualGRPOTrainer(
         model=model,
         reward_funcs=[reward],
         args=grpo_arguments(config),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        peft_config=peft_config,
+        peft_config=lora_config(config),
         callbacks=[metrics],
         spec_reward=reward,
         lambda_cf=cf.lambda_cf if cf.enabled else 0.0,
@@ -299,11 +272,6 @@ def run(config: TrainingConfig) -> Path:
             asyncio.run(closer())
     final = Path(config.output_dir).resolve()
     if info.is_main:
-        model: Any = trainer.model
-        if config.lora is not None and config.lora.merge:
-            model = model.merge_and_unload()
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
         summary = {
             **summarise(metrics.history),
             "steps": trainer.state.global_step,
@@ -314,8 +282,6 @@ def run(config: TrainingConfig) -> Path:
             "resumed_from_step": checkpoint_step(resume) if resume else None,
             "runtime_s": output.metrics.get("train_runtime"),
         }
-        publish_version(
-            staging, config, stage="grpo", metrics=summary, parent=parent_of(config.base_model)
-        )
+        save_version(trainer, tokenizer, staging, config, stage="grpo", metrics=summary)
     barrier()
     return final

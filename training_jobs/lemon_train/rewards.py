@@ -6,7 +6,7 @@ batch. For each completion it:
 1. decodes the completion's own token ids (and their character offsets, :mod:`.credit`);
 2. parses it with :func:`lemon.spec.validation.parse_spec`; invalid → ``invalid_reward``;
 3. scores the valid spec: :class:`SyntheticReward` in closed form (the simulator,
-   :mod:`lemon.training.synthetic`), :class:`EngineReward` by executing it with the configured
+   :mod:`lemon.learning.simulator`), :class:`EngineReward` by executing it with the configured
    profile's backends and one shared :class:`~lemon.engine.executor.CallCache`;
 4. when counterfactual credit is on, picks fields of the spec at random (up to K mutants in
    all) and scores their mutants of the enabled kinds (with the same cache, so only the agents
@@ -30,15 +30,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lemon.learning.simulator import SyntheticTask, evaluate, optimal
+from lemon.learning.training_config import CounterfactualConfig
+from lemon.pricing import resolve_prices
 from lemon.reward import Outcome, RewardConfig, orchestration_reward
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.mutations import Mutation, MutationKind, capacity_mutation, mutations
 from lemon.spec.roles import default_roles
 from lemon.spec.spans import span_to_token_indices
 from lemon.spec.validation import ParsedSpec, parse_spec
-from lemon.training.config import CounterfactualConfig
-from lemon.training.synthetic import SyntheticTask, evaluate, optimal
 from lemon_train.credit import MutantScore, SpanCredit, field_credits, token_offsets
 
 __all__ = [
@@ -127,6 +128,7 @@ class SpecReward:
         return orchestration_reward(
             outcome.success,
             worker_tokens=outcome.worker_tokens,
+            priced_tokens=outcome.priced_tokens,
             agents=outcome.agents,
             edges=outcome.edges,
             valid=outcome.valid,
@@ -287,8 +289,8 @@ class _CountedCalls:
 
 def task_from_row(row: Mapping[str, Any]) -> SyntheticTask:
     """The simulator task a dataset row describes (columns written by ``synthetic_dataset``)."""
+    from lemon.learning.simulator import Domain
     from lemon.spec.models import Capacity
-    from lemon.training.synthetic import Domain
 
     try:
         return SyntheticTask(
@@ -332,7 +334,7 @@ class SyntheticReward(_CountedCalls, SpecReward):
 
 
 class SimulatorV2Reward(_CountedCalls, SpecReward):
-    """R_orch from simulator v2 (:mod:`lemon.training.simulator_v2`): sampled success with
+    """R_orch from simulator v2 (:mod:`lemon.learning.simulator_v2`): sampled success with
     the task's own draws, so a spec and its mutants share them (common random numbers)."""
 
     _tasks: dict[Any, Any] = {}  # noqa: RUF012 - replaced per instance, never mutated
@@ -346,7 +348,7 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
         return self._outcome(mutation.spec, mutation.spec.output or parsed.output, row)
 
     def _task(self, row: Mapping[str, Any]) -> Any:
-        from lemon.training import simulator_v2
+        from lemon.learning import simulator_v2
 
         key = (row.get("id"), row.get("needs"), row.get("draws"))
         if key not in self._tasks:
@@ -354,7 +356,7 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
         return self._tasks[key]
 
     def _outcome(self, spec: Spec, output: str, row: Mapping[str, Any]) -> Outcome:
-        from lemon.training import simulator_v2
+        from lemon.learning import simulator_v2
 
         result = simulator_v2.evaluate(spec, output, self._task(row), config=self.rewards)
         return Outcome(
@@ -365,7 +367,7 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
         )
 
     def optimum(self, row: Mapping[str, Any]) -> float | None:
-        from lemon.training import simulator_v2
+        from lemon.learning import simulator_v2
 
         return simulator_v2.optimal(self._task(row), config=self.rewards)[1]
 
@@ -378,7 +380,7 @@ def answer_success(answer: str | None, gold: Any) -> float:
         return 0.0
     gold_text = str(gold).strip()
     if len(gold_text) == 1 and gold_text.upper() in "ABCDE":
-        return float(extract_letter(answer) == gold_text.upper())
+        return float(extract_letter(answer, options=tuple("ABCDE")) == gold_text.upper())
     try:
         value = float(gold_text.replace(",", ""))
     except ValueError:
@@ -388,7 +390,8 @@ def answer_success(answer: str | None, gold: Any) -> float:
 
 
 class EngineReward(SpecReward):
-    """R_orch by executing each spec on the profile's backends (one shared reuse cache)."""
+    """R_orch by executing each spec on the profile's backends (one shared reuse cache, over
+    the persistent call cache unless ``call_cache`` is False or ``$LEMON_CALL_CACHE=off``)."""
 
     def __init__(
         self,
@@ -399,10 +402,12 @@ class EngineReward(SpecReward):
         profile: str,
         profiles_file: str | None = None,
         seed: int = 0,
+        call_cache: bool = True,
     ) -> None:
         super().__init__(decode, rewards=rewards, counterfactual=counterfactual, seed=seed)
+        self.call_cache = call_cache
+        from lemon.capacity import resolve_profile
         from lemon.engine.executor import CallCache
-        from lemon.profiles import resolve_profile
 
         self.profile = resolve_profile(profile, files=[profiles_file] if profiles_file else [])
         self.cache = CallCache()
@@ -410,9 +415,11 @@ class EngineReward(SpecReward):
 
     def _get_backends(self) -> Any:
         if self._backends is None:
-            from lemon.profiles import build_backends
+            from lemon.backends.callcache import open_default_cache, wrap_backends
+            from lemon.capacity import build_backends
 
-            self._backends = build_backends(self.profile)
+            cache = open_default_cache() if self.call_cache else None
+            self._backends = wrap_backends(build_backends(self.profile), cache)
         return self._backends
 
     async def _run(self, spec: Any, output: str, row: Mapping[str, Any]) -> Outcome:
@@ -427,10 +434,12 @@ class EngineReward(SpecReward):
             cache=self.cache,
             profile=self.profile.name,
         )
+        prices = resolve_prices(self.rewards.tier_prices, profile=self.profile)
         return Outcome(
             valid=True,
             success=answer_success(result.answer, row.get("answer")),
             worker_tokens=result.prompt_tokens + result.completion_tokens,
+            priced_tokens=prices.priced(result.tokens_by_tier()),
             agents=len(spec.agents),
             edges=sum(len(a.depends_on) for a in spec.agents),
         )
@@ -445,7 +454,7 @@ class EngineReward(SpecReward):
 
     async def aclose(self) -> None:
         if self._backends is not None:
-            from lemon.profiles import close_backends
+            from lemon.capacity import close_backends
 
             await close_backends(self._backends)
             self._backends = None

@@ -16,22 +16,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
 from trl import SFTConfig, SFTTrainer
 
-from lemon.training.config import TrainingConfig
+from lemon.learning.training_config import TrainingConfig
 from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,
     TrainingError,
     checkpoint_step,
-    checkpoints_dir,
     load_model_and_tokenizer,
-    parent_of,
-    publish_version,
+    lora_config,
+    metrics_callback,
     quiet_stdout,
-    staging_dir,
+    save_version,
     start_run,
+    trainer_arguments,
 )
 from lemon_train.distributed import barrier
 
@@ -122,30 +121,11 @@ def _check_messages(messages: Any, where: str) -> None:
 
 def sft_arguments(config: TrainingConfig) -> SFTConfig:
     hp = config.hyperparameters
-    cuda = torch.cuda.is_available()
     return SFTConfig(
-        output_dir=str(checkpoints_dir(config)),
-        max_steps=hp.max_steps if hp.max_steps is not None else -1,
-        num_train_epochs=hp.epochs,
+        **trainer_arguments(config),
         per_device_train_batch_size=hp.per_device_batch_size,
-        gradient_accumulation_steps=hp.gradient_accumulation_steps,
-        learning_rate=hp.learning_rate,
-        warmup_steps=hp.warmup_ratio,
-        weight_decay=hp.weight_decay,
-        seed=hp.seed,
         max_length=hp.max_length,
         completion_only_loss=True,
-        save_strategy="steps",
-        save_steps=hp.save_steps,
-        save_total_limit=2,
-        logging_steps=hp.logging_steps,
-        logging_first_step=True,
-        use_cpu=not cuda,
-        bf16=cuda,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        ddp_find_unused_parameters=False,
     )
 
 
@@ -158,30 +138,17 @@ def build_trainer(
 
     rows = load_rows(config.data)
     model, tokenizer = load_model_and_tokenizer(config.base_model)
-    peft_config = None
-    if config.lora is not None:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=config.lora.r,
-            lora_alpha=config.lora.alpha,
-            lora_dropout=config.lora.dropout,
-            target_modules=config.lora.target_modules,
-            task_type="CAUSAL_LM",
-        )
-    metrics = MetricsCallback(
-        metrics_path or staging_dir(config) / config.metrics_file, is_main=is_main
-    )
+    metrics = metrics_callback(config, path=metrics_path, is_main=is_main)
     trainer = LemonSFTTrainer(
         model=model,
         args=sft_arguments(config),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        peft_config=peft_config,
+        peft_config=lora_config(config),
         callbacks=[metrics],
     )
     quiet_stdout(trainer)
-    kept = len(trainer.train_dataset) if trainer.train_dataset is not None else 0
+    kept = _rows(trainer) or 0
     if kept == 0:
         raise TrainingError(
             f"data: {config.data}: every row's prompt fills max_length "
@@ -196,6 +163,12 @@ def build_trainer(
     return trainer, metrics, tokenizer
 
 
+def _rows(trainer: LemonSFTTrainer) -> int | None:
+    """How many rows the trainer kept (after dropping those with no completion token left)."""
+    dataset: Any = trainer.train_dataset  # a datasets.Dataset, which ships no types
+    return len(dataset) if dataset is not None else None
+
+
 def run(config: TrainingConfig) -> Path:
     """Train, publish the version at ``config.output_dir`` (rank 0) and return its path."""
     info, staging, resume, metrics_path = start_run(config, "sft")
@@ -205,22 +178,15 @@ def run(config: TrainingConfig) -> Path:
     output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     final = Path(config.output_dir).resolve()
     if info.is_main:
-        model: Any = trainer.model
-        if config.lora is not None and config.lora.merge:
-            model = model.merge_and_unload()
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
         summary = {
             "train_loss": output.training_loss,
             "final_loss": metrics.last.get("loss"),
             "steps": trainer.state.global_step,
             "num_tokens": metrics.last.get("num_tokens"),
-            "rows": len(trainer.train_dataset) if trainer.train_dataset is not None else None,
+            "rows": _rows(trainer),
             "resumed_from_step": checkpoint_step(resume) if resume else None,
             "runtime_s": output.metrics.get("train_runtime"),
         }
-        publish_version(
-            staging, config, stage="sft", metrics=summary, parent=parent_of(config.base_model)
-        )
+        save_version(trainer, tokenizer, staging, config, stage="sft", metrics=summary)
     barrier()
     return final

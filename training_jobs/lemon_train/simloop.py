@@ -35,12 +35,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from lemon.learning import simulator_v2
+from lemon.learning.simulator import synthetic_messages
+from lemon.learning.training_config import CounterfactualConfig
 from lemon.reward import RewardConfig
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 from lemon.spec.validation import parse_spec
-from lemon.training import simulator_v2
-from lemon.training.config import CounterfactualConfig
-from lemon.training.synthetic import synthetic_messages
 from lemon_train.credit import credit_matrix, group_advantages, span_advantages, span_share
 from lemon_train.rewards import SimulatorV2Reward
 
@@ -227,7 +227,7 @@ def sft(
         logps, mask, _ = token_logps(policy, [p for p, _ in chosen], [c for _, c in chosen], pad)
         loss = -(logps * mask).sum() / mask.sum()
         optimizer.zero_grad()
-        loss.backward()
+        torch.autograd.backward(loss)
         optimizer.step()
         losses.append(float(loss.detach()))
     return losses
@@ -300,7 +300,7 @@ def grpo_step(
         share = span_share(advantages, total - advantages.unsqueeze(1), mask, logps)
     loss = -(total * logps * mask).sum() / mask.sum()
     optimizer.zero_grad()
-    loss.backward()
+    torch.autograd.backward(loss)
     nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
     optimizer.step()
     grouped = values.view(-1, g)

@@ -3,7 +3,7 @@
 SmolLM2's 49k-token vocabulary makes the output layer (and TRL's per-token entropy over it)
 dominate a tiny model's step on a shared CPU, and a tiny model spelling ``capacity: large``
 in five sub-word tokens often wrote a value that did not match its key. For the simulators
-(:mod:`lemon.training.synthetic`, :mod:`lemon.training.simulator_v2`), a byte-level BPE is
+(:mod:`lemon.learning.simulator`, :mod:`lemon.learning.simulator_v2`), a byte-level BPE is
 trained on their own prompts and specs. Its pre-tokenizer decides what one token may hold:
 
 - a line break ends a piece (merged into the piece before it);
@@ -37,10 +37,10 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def synthetic_corpus(count: int = 2000, *, seed: int = 0) -> list[str]:
     """Prompts and specs of both simulators (what the policy reads and writes)."""
+    from lemon.learning import simulator_v2
+    from lemon.learning.simulator import canonical_specs, make_tasks, synthetic_messages
     from lemon.policy.prompt import system_prompt
     from lemon.spec.formatting import format_spec
-    from lemon.training import simulator_v2
-    from lemon.training.synthetic import canonical_specs, make_tasks, synthetic_messages
 
     rng = random.Random(seed)
     texts = [system_prompt()]
@@ -77,7 +77,8 @@ def train_tokenizer(vocab_size: int = 1024, *, seed: int = 0) -> Any:
         show_progress=False,
     )
     core.train_from_iterator(synthetic_corpus(seed=seed), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
+    fast: Any = PreTrainedTokenizerFast  # its constructor is untyped
+    tokenizer = fast(
         tokenizer_object=core,
         bos_token="<|im_start|>",
         eos_token="<|im_end|>",

@@ -77,3 +77,13 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/* Pod annotations for Prometheus' annotation-based discovery, when metrics are on. */}}
+{{- define "lemon.metricsAnnotations" -}}
+{{- $root := index . 0 }}{{- $port := index . 1 -}}
+{{- if $root.Values.metrics.enabled }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ $port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end }}

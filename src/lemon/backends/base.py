@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from lemon.spec.grammar import SpecGrammar
 
 __all__ = [
     "Backend",
@@ -11,6 +14,7 @@ __all__ = [
     "Decoding",
     "Generation",
     "GenerationRequest",
+    "LarkGrammar",
     "Message",
 ]
 
@@ -36,6 +40,19 @@ class Decoding:
 
 
 @dataclass(frozen=True, slots=True)
+class LarkGrammar:
+    """A fixed grammar for one completion, in llguidance's Lark dialect (what a server is sent
+    as ``structured_outputs.grammar``, ``guided_grammar`` or ``grammar``)."""
+
+    text: str
+
+    def key(self) -> str:
+        import hashlib
+
+        return "lark:" + hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """One model call: a chat (system + user messages), with an optional assistant prefill."""
 
@@ -45,6 +62,10 @@ class GenerationRequest:
     """Text the assistant's answer is forced to start with (part of the completion)."""
     raw_prompt: str | None = None
     """A plain-text prompt used verbatim instead of the chat template (text completions)."""
+    constraint: SpecGrammar | LarkGrammar | None = None
+    """Constrain the answer: to the spec grammar (:mod:`lemon.spec.grammar`), so that every
+    completion is a valid, acyclic spec that closes within ``decoding.max_tokens``, or to a
+    fixed Lark grammar (a server's grammar request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +74,8 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str = "stop"
+    cached: bool = False
+    """Answered from the persistent call cache (:mod:`lemon.backends.callcache`)."""
 
 
 class BackendError(Exception):

@@ -26,33 +26,24 @@ back with ``tolist()``, and the weight-only layers are imported when a model is 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import functools
-import os
-import shutil
-import sys
-import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
-from lemon.packaged import packaged_model
+from lemon.backends.packaged import converted_packaged_model, packaged_model, quiet_transformers
 
-__all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "cache_dir", "load_model"]
+__all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "load_model"]
 
 PACKAGED = "packaged:smollm2-135m-instruct"
 DTYPES = ("auto", "bfloat16", "float32", "float16", "float16-weights", "int8")
 """The dtypes an in-process model can run in (see :attr:`ModelSource.dtype`)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LEMON_CACHE_DIR", Path.home() / ".cache" / "lemon"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,72 +88,6 @@ def _cuda_available() -> bool:
     return bool(is_torch_cuda_available())
 
 
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """No library warnings or progress bars that a user cannot act on while a model loads
-    (GGUF dequantization advice, per-tensor progress bars, some drawn by a bare ``tqdm`` on
-    ``sys.stderr``); errors still raise as exceptions."""
-    from transformers.utils import logging
-
-    hf_logging: Any = logging  # untyped functions
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def _converted_packaged(dtype: str = "bfloat16") -> Path:
-    """The packaged GGUF converted once to safetensors; returns the cached directory."""
-    target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-{dtype}"
-    if (target / "config.json").is_file():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    packaged = packaged_model()
-    print(
-        f"lemon: converting the packaged SmolLM2-135M-Instruct (GGUF) once to {target} ...",
-        file=sys.stderr,
-        flush=True,
-    )
-    started = time.monotonic()
-    with _quiet_transformers():
-        model: Any = AutoModelForCausalLM.from_pretrained(
-            str(packaged.directory), gguf_file=packaged.gguf_file, dtype=dtype
-        )
-        tokenizer = AutoTokenizer.from_pretrained(
-            str(packaged.directory), gguf_file=packaged.gguf_file
-        )
-    # transformers dequantizes GGUF weights on load but still marks the model as quantized,
-    # which blocks save_pretrained; the weights are plain tensors, so drop the marker.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    try:
-        with _quiet_transformers():
-            model.save_pretrained(temp)
-            tokenizer.save_pretrained(temp)
-        os.replace(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        if not (target / "config.json").is_file():  # another process may have won the race
-            raise
-    print(
-        f"lemon: converted in {time.monotonic() - started:.1f} s (later runs load the copy)",
-        file=sys.stderr,
-        flush=True,
-    )
-    return target
-
-
 @dataclass
 class LocalModel:
     """A loaded causal LM and its tokenizer; ``generate_batch`` is synchronous."""
@@ -179,6 +104,10 @@ class LocalModel:
     prefix_tokens_reused: int = 0
     """Prompt tokens served from the prefix cache instead of being prefilled again."""
     _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
+    last_guide: Any = None
+    """The logits processor of the last constrained batch (its matchers, mask time, steps)."""
+    record_steps: bool = False
+    """Attach the (then mask-free) processor to unconstrained batches too, to time steps."""
 
     @property
     def name(self) -> str:
@@ -283,6 +212,24 @@ class LocalModel:
             inputs[self._cache_argument] = self._prefix_cache(prefix, len(rows))
         return inputs
 
+    def _guide(self, requests: Sequence[GenerationRequest], *, width: int) -> _GuidedLogits | None:
+        """A logits processor for the batch's constrained rows (None when there are none)."""
+        if all(r.constraint is None for r in requests) and not self.record_steps:
+            return None
+        from lemon.backends.guided import guide_tokenizer, make_matcher
+
+        vocab = int(self.model.config.get_text_config().vocab_size)  # the logits width
+        matchers: list[Any] = [None] * len(requests)
+        if any(r.constraint is not None for r in requests):
+            tokenizer = guide_tokenizer(self.tokenizer, vocab=vocab)
+            matchers = [
+                None if r.constraint is None else make_matcher(r.constraint, tokenizer)
+                for r in requests
+            ]
+        guide = _GuidedLogits(matchers, start=width, vocab=vocab)
+        self.last_guide = guide
+        return guide
+
     @functools.cached_property
     def _cache_argument(self) -> str:
         """``cache`` (transformers 5.24 renamed it) or ``past_key_values`` (older releases)."""
@@ -312,7 +259,8 @@ class LocalModel:
         return math.exp(total / count)
 
     def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """Decode ``requests`` together (they share decoding settings except ``max_tokens``)."""
+        """Decode ``requests`` together (they share decoding settings except ``max_tokens``);
+        a request with a ``constraint`` decodes under its own grammar matcher."""
         from transformers import set_seed
 
         first = requests[0].decoding
@@ -329,6 +277,9 @@ class LocalModel:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with self.lock:
             inputs = self._encode(requests)
+            guided = self._guide(requests, width=inputs["input_ids"].shape[1])
+            if guided is not None:
+                kwargs["logits_processor"] = [guided]
             output = self.model.generate(**inputs, **kwargs)
             self.batches += 1
         width = inputs["input_ids"].shape[1]
@@ -353,6 +304,50 @@ class LocalModel:
         return results
 
 
+class _GuidedLogits:
+    """A logits processor: each constrained row keeps only the tokens its matcher allows
+    (unconstrained rows of the same batch are left as they are). It also stamps the time of
+    every decode step (``stamps``), which ``lemon bench constrained`` reads."""
+
+    def __init__(self, matchers: list[Any], *, start: int, vocab: int) -> None:
+        import numpy as np
+
+        self.matchers = matchers
+        self.start = start
+        self.seen = 0
+        self.rows = [i for i, m in enumerate(matchers) if m is not None]
+        self.bitmask = np.full((len(matchers), (vocab + 31) // 32), -1, dtype=np.int32)
+        self.mask_s = 0.0
+        self.stamps: list[float] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+        import torch
+
+        started = time.perf_counter()
+        self.stamps.append(started)
+        if not self.rows:
+            return scores
+        generated = input_ids.shape[1] - self.start
+        if generated > self.seen:
+            last = input_ids[:, -1].tolist()
+            for i in self.rows:
+                self.matchers[i].consume(int(last[i]))
+            self.seen = generated
+        for i in self.rows:
+            self.matchers[i].fill_mask(self.bitmask[i])
+        bits = np.unpackbits(self.bitmask.view(np.uint8), axis=1, bitorder="little")
+        blocked = bits[:, : scores.shape[1]] == 0
+        if scores.device.type == "cpu" and scores.dtype == torch.float32:
+            # numpy, single-threaded: torch's masked_fill_ takes milliseconds here when the
+            # cores are busy (its thread pool waits for them), numpy about 0.1 ms
+            scores.numpy()[blocked] = -np.inf
+        else:
+            scores.masked_fill_(torch.from_numpy(blocked).to(scores.device), float("-inf"))
+        self.mask_s += time.perf_counter() - started
+        return scores
+
+
 def _as_list(value: int | list[int] | None) -> list[int]:
     if value is None:
         return []
@@ -375,8 +370,8 @@ def load_model(source: ModelSource) -> LocalModel:
             raise ValueError(f"dtype {dtype} runs on the CPU only, not on {device}; use bfloat16")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = str(_converted_packaged("bfloat16")) if source.is_packaged else source.name
-        with _quiet_transformers():
+        path = str(converted_packaged_model("bfloat16")) if source.is_packaged else source.name
+        with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(path)
             model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype(dtype))
         tokenizer.padding_side = "left"
@@ -423,6 +418,26 @@ class LocalBackend:
     @property
     def model_id(self) -> str:
         return f"local:{self.source.name}@{self.source.resolved_dtype()}"
+
+    def content_id(self, cache: Any) -> str:
+        """The model's identity for the persistent call cache: SHA-256 of its weight, config and
+        tokenizer files (the packaged GGUF for the packaged model; ``cache.fingerprint``
+        remembers each file's hash by size and mtime), with dtype and device. A hub id that
+        is not a local directory cannot be hashed without the hub and keys by name."""
+        import hashlib
+
+        if self.source.is_packaged:
+            files = [packaged_model().path]
+        else:
+            root = Path(self.source.name)
+            wanted = (".safetensors", ".bin", ".gguf", ".json", ".model", ".txt")
+            files = sorted(p for p in root.glob("*") if p.is_file() and p.suffix in wanted)
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(f"{path.name}:{cache.fingerprint(path)}\n".encode())
+        content = digest.hexdigest()[:24] if files else f"name:{self.source.name}"
+        device = self.source.resolved_device()
+        return f"local:{content}@{self.source.resolved_dtype()}:{device}"
 
     @property
     def label(self) -> str:

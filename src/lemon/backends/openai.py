@@ -3,18 +3,34 @@
 This is the one module that talks to OpenAI-compatible endpoints. Token usage comes from the
 response's ``usage``. Errors are classified for the executor's retry policy: 429, 5xx,
 connection resets and timeouts are transient; other 4xx and malformed responses are not.
+
+With tracing on, each request carries the W3C ``traceparent`` of its call's span.
+
+Grammars: a request with a fixed :class:`~lemon.backends.base.LarkGrammar` sends it in the
+server's dialect (``grammar_dialect``): ``vllm`` as ``structured_outputs.grammar`` (vLLM
+0.10 and later, guidance backend), ``guided`` as ``guided_grammar`` (older vLLM), ``llamacpp``
+as ``grammar`` headed ``%llguidance {}`` (a llama.cpp server built with LLGUIDANCE). A request
+constrained to the spec grammar is decoded one line per call: each call carries the grammar of
+the current line (:meth:`lemon.spec.grammar.LineState.lark` without lookahead) and continues the
+text so far as an assistant prefill; the next line's grammar is built from the answer. A server
+that returns a line outside its grammar (it ignored the field) fails the call, never silently.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Literal
 
 import httpx
 
-from lemon.backends.base import BackendError, Generation, GenerationRequest
+from lemon.backends.base import BackendError, Generation, GenerationRequest, LarkGrammar
+from lemon.spec.grammar import SpecGrammar, SpecGrammarError
+from lemon.telemetry import trace_headers
 
-__all__ = ["OpenAIBackend"]
+GrammarDialect = Literal["vllm", "guided", "llamacpp"]
+
+__all__ = ["GrammarDialect", "OpenAIBackend"]
 
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -36,7 +52,9 @@ class OpenAIBackend:
         timeout_s: float = 120.0,
         tier: str = "any",
         transport: httpx.AsyncBaseTransport | None = None,
+        grammar_dialect: GrammarDialect = "vllm",
     ) -> None:
+        self.grammar_dialect = grammar_dialect
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.mode = mode
@@ -70,6 +88,8 @@ class OpenAIBackend:
             payload["seed"] = decoding.seed
         if decoding.stop:
             payload["stop"] = list(decoding.stop)
+        if isinstance(request.constraint, LarkGrammar):
+            payload.update(_grammar_fields(request.constraint.text, self.grammar_dialect))
         if self.mode == "completions":
             prompt = "\n\n".join(message.content for message in request.messages)
             payload["prompt"] = prompt + request.prefill
@@ -83,9 +103,15 @@ class OpenAIBackend:
         return "/chat/completions", payload
 
     async def generate(self, request: GenerationRequest) -> Generation:
+        if isinstance(request.constraint, SpecGrammar):
+            return await self._generate_spec(request, request.constraint)
+        return await self._post(request)
+
+    async def _post(self, request: GenerationRequest) -> Generation:
         path, payload = self._payload(request)
         try:
-            response = await self._client.post(path, json=payload)
+            # the current span (this call's, when tracing is on) continues on the server
+            response = await self._client.post(path, json=payload, headers=trace_headers())
         except httpx.TimeoutException as exc:
             raise BackendError(
                 f"timeout calling {self.base_url}{path}: {exc!r}", transient=True
@@ -122,5 +148,43 @@ class OpenAIBackend:
         finish = str(choice.get("finish_reason") or "stop")
         return Generation(prefill + text, prompt_tokens, completion_tokens, finish)
 
+    async def _generate_spec(self, request: GenerationRequest, grammar: SpecGrammar) -> Generation:
+        """One call per line, each under that line's grammar (see the module docstring)."""
+        state = grammar.start()
+        text = ""
+        prompt_tokens = completion_tokens = 0
+        while not state.done:
+            left = grammar.budget - completion_tokens
+            line_request = replace(
+                request,
+                decoding=replace(request.decoding, max_tokens=max(left, 1), stop=()),
+                prefill=request.prefill + text,
+                constraint=LarkGrammar(state.lark(lookahead=False)),
+            )
+            generation = await self._post(line_request)
+            prompt_tokens = max(prompt_tokens, generation.prompt_tokens)
+            completion_tokens += generation.completion_tokens
+            line = generation.text[len(line_request.prefill) :]
+            try:
+                if not line.endswith("\n"):
+                    raise SpecGrammarError(f"line {line!r} does not end the line")
+                state = state.advance(line[:-1], used=completion_tokens)
+            except SpecGrammarError as exc:
+                raise BackendError(
+                    f"{self.base_url} did not follow the grammar ({self.grammar_dialect} "
+                    f"dialect; does the server support grammars?): {exc}",
+                    transient=False,
+                ) from None
+            text += line
+        return Generation(request.prefill + text, prompt_tokens, completion_tokens, "stop")
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _grammar_fields(text: str, dialect: GrammarDialect) -> dict[str, Any]:
+    if dialect == "vllm":
+        return {"structured_outputs": {"grammar": text}}
+    if dialect == "guided":
+        return {"guided_grammar": text, "guided_decoding_backend": "guidance"}
+    return {"grammar": "%llguidance {}\n" + text}

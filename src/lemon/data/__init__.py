@@ -6,12 +6,12 @@ See :mod:`lemon.data.splits` for the split rule. Nothing here downloads anything
 """
 
 from lemon.data.catalog import OFFICIAL_SOURCES, Entry, catalog
-from lemon.data.errors import DataError
 from lemon.data.items import Benchmark, ChoiceItem, CodeItem, Item, NumericItem, answer_kind
 from lemon.data.loaders import load_items, mmlu_subjects
 from lemon.data.paths import (
     DATA_DIR_ENV,
     PACKAGED_DATA_DIR,
+    DataError,
     DataLocation,
     Source,
     data_dir,

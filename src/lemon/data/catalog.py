@@ -6,10 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from lemon.data.errors import DataError
 from lemon.data.items import Benchmark
 from lemon.data.loaders import load_items
-from lemon.data.paths import Source, data_dir, source_path, sources
+from lemon.data.paths import DataError, Source, data_dir, source_path, sources
 
 __all__ = ["OFFICIAL_SOURCES", "Entry", "catalog"]
 

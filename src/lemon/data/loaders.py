@@ -19,9 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lemon.data.errors import DataError
 from lemon.data.items import Benchmark, ChoiceItem, CodeItem, Item, NumericItem
-from lemon.data.paths import Source, source_path
+from lemon.data.paths import DataError, Source, source_path
 
 __all__ = ["load_items", "mmlu_subjects"]
 

@@ -1,4 +1,5 @@
-"""Where benchmark files live: the data directory and its layout.
+"""Where benchmark files live: the data directory, its layout, and the located error for a
+file that is missing, unreadable or malformed.
 
 The project ships the benchmark files as package data (``lemon/data/benchmarks/``, with each
 dataset's source, licence and a ``SHA256SUMS``), so a fresh clone or an installed wheel needs no
@@ -15,12 +16,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from lemon.data.errors import DataError
 from lemon.data.items import Benchmark
 
 __all__ = [
     "DATA_DIR_ENV",
     "PACKAGED_DATA_DIR",
+    "DataError",
     "DataLocation",
     "Source",
     "data_dir",
@@ -30,6 +31,27 @@ __all__ = [
     "sources",
     "verify_checksums",
 ]
+
+
+class DataError(Exception):
+    """A benchmark file is missing, unreadable or malformed.
+
+    Rendered as ``FILE:LINE: message`` when a line is known, ``FILE: message`` otherwise.
+    """
+
+    def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None):
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.line = line
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if self.path is None:
+            return self.message
+        if self.line is None:
+            return f"{self.path}: {self.message}"
+        return f"{self.path}:{self.line}: {self.message}"
+
 
 DATA_DIR_ENV = "LEMON_DATA_DIR"
 PACKAGED_DATA_DIR = Path(__file__).resolve().parent / "benchmarks"

@@ -2,8 +2,6 @@
 
 from lemon.engine.executor import CallCache, ExecutionOptions, build_request, execute
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
-from lemon.engine.runner import run_task
-from lemon.engine.trace import TraceWriter, read_trace, render_table, render_timeline
 
 __all__ = [
     "AgentResult",
@@ -12,11 +10,6 @@ __all__ = [
     "ExecutionOptions",
     "RunResult",
     "RunStatus",
-    "TraceWriter",
     "build_request",
     "execute",
-    "read_trace",
-    "render_table",
-    "render_timeline",
-    "run_task",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from lemon.backends.base import (
@@ -32,7 +32,16 @@ from lemon.backends.base import (
     Message,
 )
 from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
-from lemon.engine.trace import TraceWriter
+from lemon.engine.spans import RunSpans
+from lemon.events import (
+    AgentFailed,
+    AgentFinished,
+    AgentRetrying,
+    AgentStarted,
+    RunFinished,
+    RunStarted,
+    TraceWriter,
+)
 from lemon.spec.dag import compile_spec
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Agent, Capacity, Spec
@@ -137,6 +146,7 @@ class _Run:
         options: ExecutionOptions,
         trace: TraceWriter,
         cache: CallCache | None,
+        spans: RunSpans | None = None,
     ) -> None:
         self.spec = spec
         self.task = task
@@ -146,24 +156,24 @@ class _Run:
         self.options = options
         self.trace = trace
         self.cache = cache
+        self.spans = spans
+        """OpenTelemetry spans of the run; None (every hook skipped) when tracing is off."""
         self.t0 = time.perf_counter()
-        self.results = {
-            a.name: AgentResult(
-                a.name,
-                a.role,
-                a.capacity.value,
-                f"tool:{roles[a.role].tool}"
-                if roles[a.role].is_tool
-                else backends[a.capacity].model_id,
-            )
-            for a in spec.agents
-        }
+        self.results = {a.name: self._result(a) for a in spec.agents}
         self.tool_slots = asyncio.Semaphore(8)
         self.role_of = {a.name: a.role for a in spec.agents}
         self.done = {a.name: asyncio.Event() for a in spec.agents}
         limits = options.concurrency or {}
         self.slots = {tier: asyncio.Semaphore(limits.get(tier, 8)) for tier in Capacity}
         self.reused = 0
+
+    def _result(self, agent: Agent) -> AgentResult:
+        role = self.roles[agent.role]
+        if role.is_tool:
+            model, tool = f"tool:{role.tool}", True
+        else:
+            model, tool = self.backends[agent.capacity].model_id, False
+        return AgentResult(agent.name, agent.role, agent.capacity.value, model, tool=tool)
 
     def _now(self) -> float:
         return time.perf_counter() - self.t0
@@ -173,17 +183,20 @@ class _Run:
         result.error = error
         result.finished_s = self._now()
         self.trace.emit(
-            "agent_finish",
-            agent=result.name,
-            status=status.value,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            latency_s=round(result.latency_s, 4),
-            attempts=result.attempts,
-            reused=result.reused,
-            error=error,
-            output=result.output,
+            AgentFinished(
+                agent=result.name,
+                status=status.value,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                latency_s=round(result.latency_s, 4),
+                attempts=result.attempts,
+                reused=result.reused,
+                error=error,
+                output=result.output,
+            )
         )
+        if self.spans is not None:
+            self.spans.agent_finished(result)
         self.done[result.name].set()
 
     async def run_agent(self, agent: Agent) -> None:
@@ -199,7 +212,7 @@ class _Run:
                     result, AgentStatus.SKIPPED, f"dependency {failed[0]!r} did not succeed"
                 )
                 return
-            if self.roles[agent.role].is_tool:
+            if result.tool:
                 await self._run_tool(agent, result)
                 return
             request = build_request(
@@ -242,13 +255,16 @@ class _Run:
     def _start(self, agent: Agent, result: AgentResult, *, reused: bool = False) -> None:
         result.started_s = self._now()
         self.trace.emit(
-            "agent_start",
-            agent=agent.name,
-            role=agent.role,
-            capacity=agent.capacity.value,
-            model=result.model,
-            reused=reused,
+            AgentStarted(
+                agent=agent.name,
+                role=agent.role,
+                capacity=agent.capacity.value,
+                model=result.model,
+                reused=reused,
+            )
         )
+        if self.spans is not None:
+            self.spans.agent_started(agent, result)
 
     def _reuse(self, agent: Agent, result: AgentResult, key: CacheKey) -> bool:
         """Finish ``agent`` from the cache if its exact call was answered before."""
@@ -264,7 +280,7 @@ class _Run:
 
     async def _run_tool(self, agent: Agent, result: AgentResult) -> None:
         """A tool role's work: no model call, zero tokens, the time counted."""
-        from lemon.tools import run_python_tool
+        from lemon.engine.tools import run_python_tool
 
         inputs = [self.results[dep].output for dep in agent.depends_on]
         key: CacheKey = (agent.name, result.model, tuple(inputs))
@@ -274,7 +290,12 @@ class _Run:
             self._start(agent, result)
             result.attempts = 1
             started = time.perf_counter()
-            outcome = await run_python_tool(inputs)
+            tool = self.roles[agent.role].tool or "tool"
+            outcome = await (
+                self.spans.tool(result, tool, lambda: run_python_tool(inputs))
+                if self.spans is not None
+                else run_python_tool(inputs)
+            )
             result.latency_s = time.perf_counter() - started
         if not outcome.ok:
             self._finish(result, AgentStatus.FAILED, outcome.error)
@@ -299,15 +320,21 @@ class _Run:
             result.attempts += 1
             started = time.perf_counter()
             try:
-                generation = await backend.generate(request)
+                generation = await (
+                    self.spans.call(result, request, backend.generate)
+                    if self.spans is not None
+                    else backend.generate(request)
+                )
             except BackendError as exc:
                 retry = exc.transient and result.attempts < self.options.max_attempts
+                failed = AgentRetrying if retry else AgentFailed
                 self.trace.emit(
-                    "agent_retry" if retry else "agent_error",
-                    agent=result.name,
-                    attempt=result.attempts,
-                    error=exc.reason,
-                    transient=exc.transient,
+                    failed(
+                        agent=result.name,
+                        attempt=result.attempts,
+                        error=exc.reason,
+                        transient=exc.transient,
+                    )
                 )
                 if not retry:
                     result.latency_s = time.perf_counter() - started
@@ -317,7 +344,14 @@ class _Run:
                 delay = min(delay * 2, self.options.backoff_max_s)
                 continue
             self._accept(result, generation, latency=time.perf_counter() - started)
+            result.cached = generation.cached
             return generation
+
+
+async def _cancel(tasks: Sequence[asyncio.Future[None]]) -> None:
+    for task_ in tasks:
+        task_.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def execute(
@@ -331,11 +365,25 @@ async def execute(
     trace: TraceWriter | None = None,
     cache: CallCache | None = None,
     profile: str = "",
-    profile_note: str = "",
+    spec_text: str | None = None,
+    origin: str = "",
 ) -> RunResult:
-    """Run ``spec`` on ``task``; always returns a result (failed runs carry the reason)."""
+    """Run ``spec`` on ``task``; always returns a result (failed runs carry the reason).
+
+    ``profile`` names the capacity profile in the trace; ``spec_text`` is the spec's canonical
+    text when the caller has it already (else it is formatted here); ``origin`` says where the
+    spec came from (a file, a policy), for the run's trace span.
+    """
     options = options or ExecutionOptions()
     dag = compile_spec(spec, output=output)
+    canonical = spec_text if spec_text is not None else format_spec(spec, output=dag.output)
+    spans = RunSpans.start(
+        canonical=canonical,
+        origin=origin,
+        output=dag.output,
+        profile=profile,
+        agents=len(spec.agents),
+    )
     owns_trace = trace is None
     trace = trace or TraceWriter()
     run = _Run(
@@ -347,13 +395,15 @@ async def execute(
         options=options,
         trace=trace,
         cache=cache,
+        spans=spans,
     )
     trace.emit(
-        "run_start",
-        task=task,
-        output=dag.output,
-        profile=profile,
-        levels=[list(level) for level in dag.levels],
+        RunStarted(
+            task=task,
+            output=dag.output,
+            profile=profile,
+            levels=tuple(tuple(level) for level in dag.levels),
+        )
     )
     error: str | None = None
     tasks = [asyncio.ensure_future(run.run_agent(agent)) for agent in spec.agents]
@@ -362,10 +412,13 @@ async def execute(
             await asyncio.gather(*tasks)
     except TimeoutError:
         error = f"run deadline of {options.deadline_s:g} s reached"
+    except asyncio.CancelledError:
+        if spans is not None:  # the agents end their spans first, then the run's ends
+            await _cancel(tasks)
+            spans.cancelled()
+        raise
     finally:
-        for task_ in tasks:
-            task_.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel(tasks)
     final = run.results[dag.output]
     succeeded = final.status == AgentStatus.SUCCEEDED
     if not succeeded and error is None:
@@ -373,22 +426,23 @@ async def execute(
     result = RunResult(
         status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
         answer=final.output if succeeded else None,
-        spec=format_spec(spec, output=dag.output),
+        spec=canonical,
         agents=[run.results[a.name] for a in spec.agents],
         wall_s=run._now(),
         critical_path=dag.critical_path,
-        profile=profile,
-        profile_note=profile_note,
         error=error,
         reused_calls=run.reused,
     )
+    if spans is not None:
+        spans.finished(result)
     trace.emit(
-        "run_finish",
-        status=result.status.value,
-        tokens=result.tokens(),
-        wall_s=round(result.wall_s, 4),
-        error=error,
-        answer=result.answer,
+        RunFinished(
+            status=result.status.value,
+            tokens=result.tokens(),
+            wall_s=round(result.wall_s, 4),
+            error=error,
+            answer=result.answer,
+        )
     )
     if owns_trace:
         trace.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -27,6 +27,9 @@ class AgentResult:
     role: str
     capacity: str
     model: str = ""
+    """What answered: a backend's model id, or ``tool:NAME`` for a tool role."""
+    tool: bool = False
+    """A tool role's agent: no model call, zero tokens (see :mod:`lemon.engine.tools`)."""
     status: AgentStatus = AgentStatus.SKIPPED
     output: str = ""
     prompt_tokens: int = 0
@@ -34,6 +37,8 @@ class AgentResult:
     latency_s: float = 0.0
     attempts: int = 0
     reused: bool = False
+    cached: bool = False
+    """Answered from the persistent call cache (no model call)."""
     error: str | None = None
     started_s: float | None = None
     finished_s: float | None = None
@@ -51,6 +56,7 @@ class AgentResult:
             "output": self.output,
             "attempts": self.attempts,
             "reused": self.reused,
+            "cached": self.cached,
             "error": self.error,
         }
 
@@ -64,11 +70,8 @@ class RunResult:
     agents: list[AgentResult]
     wall_s: float
     critical_path: tuple[str, ...]
-    profile: str = ""
-    profile_note: str = ""
     error: str | None = None
     reused_calls: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def prompt_tokens(self) -> int:
@@ -80,10 +83,13 @@ class RunResult:
 
     @property
     def calls(self) -> int:
-        """Model calls actually made (reused answers and tool agents cost none)."""
-        return sum(
-            a.attempts for a in self.agents if not a.reused and not a.model.startswith("tool:")
-        )
+        """Model calls actually made (reused answers, call-cache hits and tool agents cost none)."""
+        return sum(a.attempts for a in self.agents if not a.reused and not a.cached and not a.tool)
+
+    @property
+    def cache_hits(self) -> int:
+        """Calls answered from the persistent call cache."""
+        return sum(a.cached for a in self.agents)
 
     def tokens(self) -> dict[str, int]:
         """Worker tokens of the spec: reused answers count what they cost when computed, so a
@@ -91,19 +97,28 @@ class RunResult:
         prompt, completion = self.prompt_tokens, self.completion_tokens
         return {"prompt": prompt, "completion": completion, "total": prompt + completion}
 
+    def tokens_by_tier(self) -> dict[str, int]:
+        """Worker tokens per capacity tier (tool agents spend none)."""
+        out: dict[str, int] = {}
+        for agent in self.agents:
+            if agent.prompt_tokens or agent.completion_tokens:
+                out[agent.capacity] = (
+                    out.get(agent.capacity, 0) + agent.prompt_tokens + agent.completion_tokens
+                )
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
             "spec": self.spec,
             "agents": [agent.to_json() for agent in self.agents],
             "tokens": self.tokens(),
+            "tokens_by_tier": self.tokens_by_tier(),
             "wall_s": round(self.wall_s, 4),
             "status": self.status.value,
             "error": self.error,
-            "profile": self.profile,
-            "profile_note": self.profile_note,
             "critical_path": list(self.critical_path),
             "calls": self.calls,
             "reused_calls": self.reused_calls,
-            **self.extra,
+            "cache_hits": self.cache_hits,
         }

@@ -1,7 +1,7 @@
 """Evaluation: baselines, the eval loop and reports."""
 
 from lemon.evals.baselines import BASELINES, Baseline, baseline_spec
-from lemon.evals.runner import EvalSettings, evaluate, summarize, task_text
+from lemon.evals.loop import EvalSettings, evaluate, summarize
 
 __all__ = [
     "BASELINES",
@@ -10,5 +10,4 @@ __all__ = [
     "baseline_spec",
     "evaluate",
     "summarize",
-    "task_text",
 ]

@@ -16,15 +16,22 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
-from lemon.engine.trace import TraceWriter
+from lemon.events import PolicyAttempted, PolicyFellBack, TraceWriter
 from lemon.policy.prompt import policy_messages, repair_messages
-from lemon.spec.errors import SpecError
+from lemon.policy.template import TemplateVariant
+from lemon.spec.formatting import format_spec
+from lemon.spec.grammar import GrammarLimits, SpecGrammar
+from lemon.spec.issues import SpecError
 from lemon.spec.models import Spec
 from lemon.spec.roles import RoleLibrary
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
+from lemon.tasks import TaskKind, classify_task
+
+if TYPE_CHECKING:
+    from lemon.backends.openai import GrammarDialect
 
 __all__ = [
     "LearnedPolicy",
@@ -62,10 +69,13 @@ class PolicyDecision:
     output: str | None
     origin: str
     """Where the spec came from, in words (shown by ``lemon run``)."""
+    kind: TaskKind
+    """The task's kind, as classified once for this decision."""
+    text: str
+    """The spec's canonical text (:func:`lemon.spec.formatting.format_spec`)."""
     attempts: list[PolicyAttempt] = field(default_factory=list)
     fallback: bool = False
     """True when the learned policy wrote no valid spec and the template's was used."""
-    text: str = ""
 
     @property
     def policy_tokens(self) -> int:
@@ -88,8 +98,16 @@ class SpecPolicy(Protocol):
     def label(self) -> str: ...
 
     async def write_spec(
-        self, task: str, *, roles: RoleLibrary | None = None, trace: TraceWriter | None = None
-    ) -> PolicyDecision: ...
+        self,
+        task: str,
+        *,
+        kind: TaskKind | None = None,
+        roles: RoleLibrary | None = None,
+        trace: TraceWriter | None = None,
+    ) -> PolicyDecision:
+        """The spec for ``task`` (of ``kind``, classified once by the caller; here when not
+        given)."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -97,21 +115,28 @@ class SpecPolicy(Protocol):
 class TemplatePolicy:
     """The template policy behind the :class:`SpecPolicy` interface."""
 
-    def __init__(self, variant: str = "default") -> None:
-        self.variant = variant
+    def __init__(self, variant: TemplateVariant = TemplateVariant.DEFAULT) -> None:
+        self.variant = TemplateVariant(variant)
 
     @property
     def label(self) -> str:
-        return "template policy" + ("" if self.variant == "default" else f" ({self.variant})")
+        default = self.variant is TemplateVariant.DEFAULT
+        return "template policy" + ("" if default else f" ({self.variant})")
 
     async def write_spec(
-        self, task: str, *, roles: RoleLibrary | None = None, trace: TraceWriter | None = None
+        self,
+        task: str,
+        *,
+        kind: TaskKind | None = None,
+        roles: RoleLibrary | None = None,
+        trace: TraceWriter | None = None,
     ) -> PolicyDecision:
         from lemon.policy.template import template_spec
 
-        kind, spec, text = template_spec(task, variant=self.variant)
-        label = kind.value if self.variant == "default" else f"{kind.value}, {self.variant}"
-        return PolicyDecision(spec, spec.output, f"template policy ({label})", text=text)
+        kind, spec, text = template_spec(task, kind=kind, variant=self.variant)
+        default = self.variant is TemplateVariant.DEFAULT
+        label = kind.value if default else f"{kind.value}, {self.variant}"
+        return PolicyDecision(spec, spec.output, f"template policy ({label})", kind, text)
 
     async def aclose(self) -> None:
         return None
@@ -141,9 +166,14 @@ class LearnedPolicy:
         max_attempts: int = 2,
         decoding: Decoding = DEFAULT_DECODING,
         fallback: SpecPolicy | None = None,
+        constrained: bool = False,
+        limits: GrammarLimits | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        self.constrained = constrained
+        """Decode under the spec grammar (:mod:`lemon.spec.grammar`): every spec is valid."""
+        self.limits = limits
         self.backend = backend
         self.name = name
         self.max_attempts = max_attempts
@@ -152,25 +182,40 @@ class LearnedPolicy:
 
     @property
     def label(self) -> str:
-        return f"learned policy {self.name} ({self.backend.label})"
+        how = ", constrained to the spec grammar" if self.constrained else ""
+        return f"learned policy {self.name} ({self.backend.label}{how})"
+
+    def constraint(self, roles: RoleLibrary | None) -> SpecGrammar | None:
+        """The grammar each request carries (None when unconstrained)."""
+        if not self.constrained:
+            return None
+        return SpecGrammar.build(budget=self.decoding.max_tokens, roles=roles, limits=self.limits)
 
     async def write_spec(
-        self, task: str, *, roles: RoleLibrary | None = None, trace: TraceWriter | None = None
+        self,
+        task: str,
+        *,
+        kind: TaskKind | None = None,
+        roles: RoleLibrary | None = None,
+        trace: TraceWriter | None = None,
     ) -> PolicyDecision:
+        kind = kind or classify_task(task)
         messages = policy_messages(task, roles=roles)
         options = ValidationOptions(roles=roles) if roles is not None else ValidationOptions()
         attempts: list[PolicyAttempt] = []
+        constraint = self.constraint(roles)
         for number in range(1, self.max_attempts + 1):
             request = GenerationRequest(
                 messages=tuple(Message(m["role"], m["content"]) for m in messages),  # type: ignore[arg-type]  # roles come from policy_messages
                 decoding=self.decoding,
+                constraint=constraint,
             )
             try:
                 generation = await self.backend.generate(request)
             except BackendError as exc:
                 attempts.append(PolicyAttempt("", (f"policy backend failed: {exc.reason}",)))
                 if trace is not None:
-                    trace.emit("policy_attempt", attempt=number, valid=False, errors=[exc.reason])
+                    trace.emit(PolicyAttempted(attempt=number, valid=False, errors=(exc.reason,)))
                 break
             text = extract_spec_text(generation.text)
             parsed, errors = _validate(text, options)
@@ -183,25 +228,29 @@ class LearnedPolicy:
             attempts.append(attempt)
             if trace is not None:
                 trace.emit(
-                    "policy_attempt",
-                    attempt=number,
-                    valid=attempt.valid,
-                    errors=list(errors),
-                    prompt_tokens=generation.prompt_tokens,
-                    completion_tokens=generation.completion_tokens,
+                    PolicyAttempted(
+                        attempt=number,
+                        valid=attempt.valid,
+                        errors=errors,
+                        prompt_tokens=generation.prompt_tokens,
+                        completion_tokens=generation.completion_tokens,
+                    )
                 )
             if parsed is not None:
                 origin = f"{self.label}, attempt {number}"
-                return PolicyDecision(parsed.spec, parsed.output, origin, attempts, text=text)
+                canonical = format_spec(parsed.spec, output=parsed.output)
+                return PolicyDecision(
+                    parsed.spec, parsed.output, origin, kind, canonical, attempts=attempts
+                )
             messages = repair_messages(messages, generation.text, errors)
-        decision = await self.fallback.write_spec(task, roles=roles, trace=trace)
+        decision = await self.fallback.write_spec(task, kind=kind, roles=roles, trace=trace)
         decision.attempts = attempts + decision.attempts
         decision.fallback = True
         decision.origin = (
             f"{decision.origin}: fallback after {len(attempts)} invalid attempt(s) of {self.label}"
         )
         if trace is not None:
-            trace.emit("policy_fallback", origin=decision.origin)
+            trace.emit(PolicyFellBack(origin=decision.origin))
         return decision
 
     async def aclose(self) -> None:
@@ -223,6 +272,8 @@ def load_policy(
     decoding: Decoding = DEFAULT_DECODING,
     dtype: str = "auto",
     device: str = "auto",
+    constrained: bool = False,
+    grammar_dialect: GrammarDialect = "vllm",
 ) -> LearnedPolicy:
     """A learned policy from a policy-version directory (loaded in-process, lazily), an
     OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model), or
@@ -231,8 +282,13 @@ def load_policy(
     if text.startswith(("http://", "https://")):
         from lemon.backends.openai import OpenAIBackend
 
-        backend: Backend = OpenAIBackend(text, model=model or "policy", tier="policy")
-        return LearnedPolicy(backend, name=text, max_attempts=max_attempts, decoding=decoding)
+        backend: Backend = OpenAIBackend(
+            text, model=model or "policy", tier="policy", grammar_dialect=grammar_dialect
+        )
+        return LearnedPolicy(
+            backend, name=text, max_attempts=max_attempts, decoding=decoding,
+            constrained=constrained,
+        )  # fmt: skip
     from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
     from lemon.policy.version import read_policy
 
@@ -240,11 +296,13 @@ def load_policy(
         backend = LocalBackend(ModelSource(PACKAGED, dtype=dtype, device=device), tier="policy")
         return LearnedPolicy(
             backend, name="packaged SmolLM2-135M-Instruct (base, untrained)",
-            max_attempts=max_attempts, decoding=decoding,
+            max_attempts=max_attempts, decoding=decoding, constrained=constrained,
         )  # fmt: skip
 
     meta = read_policy(text)  # PolicyVersionError when the directory is not a complete version
     path = str(Path(text).resolve())
     backend = LocalBackend(ModelSource(path, dtype=dtype, device=device), tier="policy")
     name = f"{meta.policy}@{meta.version} ({meta.stage})"
-    return LearnedPolicy(backend, name=name, max_attempts=max_attempts, decoding=decoding)
+    return LearnedPolicy(
+        backend, name=name, max_attempts=max_attempts, decoding=decoding, constrained=constrained
+    )

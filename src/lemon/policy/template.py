@@ -1,6 +1,6 @@
 """The template policy: a documented stand-in until a trained policy exists.
 
-It classifies the task by its surface form and returns a fixed team for that kind:
+It returns a fixed team for the task's kind (:mod:`lemon.tasks`):
 
 - ``math`` (the default when the task has numbers): planner (small) -> math_solver (medium)
   -> verifier (medium, reads both); the verifier answers.
@@ -17,48 +17,22 @@ The same templates are the "template policy" baseline in evaluations.
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Spec
+from lemon.tasks import TaskKind, classify_task
 
-__all__ = [
-    "COMPUTE_PREFILL",
-    "COMPUTE_TEMPLATES",
-    "TEMPLATES",
-    "TaskKind",
-    "classify_task",
-    "prefills",
-    "template_spec",
-]
-
-COMPUTE_PREFILL = "```python\nanswer = "
-"""What a programmer's answer starts with on numeric tasks. Small models write a program far
-more often when the code block is already open: on the first 20 MultiArith items the packaged
-135M model solved 0/20 with plain program-of-thought prompting and 2/20 with this prefill."""
+__all__ = ["COMPUTE_TEMPLATES", "TEMPLATES", "TemplateVariant", "template_spec"]
 
 
-class TaskKind(StrEnum):
-    MATH = "math"
-    MULTIPLE_CHOICE = "multiple_choice"
-    CODE = "code"
-    GENERAL = "general"
+class TemplateVariant(StrEnum):
+    """Which set of teams the template policy writes."""
 
-
-_OPTIONS = re.compile(r"(?m)(^|\s)\(?([A-E])[\).:]\s+\S")
-_CODE = re.compile(r"(?m)^\s*def \w+\(|```|\bwrite (a|the) (python )?function\b", re.IGNORECASE)
-
-
-def classify_task(task: str) -> TaskKind:
-    if _CODE.search(task):
-        return TaskKind.CODE
-    letters = {m.group(2) for m in _OPTIONS.finditer(task)}
-    if len(letters) >= 3 or "answer choices" in task.lower():
-        return TaskKind.MULTIPLE_CHOICE
-    if re.search(r"\d", task):
-        return TaskKind.MATH
-    return TaskKind.GENERAL
+    DEFAULT = "default"
+    COMPUTE = "compute"
+    """Maths teams with a ``python_executor`` (:data:`COMPUTE_TEMPLATES`); other kinds as
+    ``default``."""
 
 
 TEMPLATES: dict[TaskKind, dict[str, object]] = {
@@ -124,11 +98,6 @@ TEMPLATES: dict[TaskKind, dict[str, object]] = {
 }
 
 
-def prefills(kind: TaskKind) -> dict[str, str]:
-    """Assistant prefills per role for a task kind (programmers compute on maths tasks)."""
-    return {"programmer": COMPUTE_PREFILL} if kind is TaskKind.MATH else {}
-
-
 COMPUTE_TEMPLATES: dict[TaskKind, dict[str, object]] = {
     TaskKind.MATH: {
         "agents": [
@@ -161,15 +130,11 @@ the default teams."""
 
 
 def template_spec(
-    task: str, *, kind: TaskKind | None = None, variant: str = "default"
+    task: str, *, kind: TaskKind | None = None, variant: TemplateVariant = TemplateVariant.DEFAULT
 ) -> tuple[TaskKind, Spec, str]:
-    """The template team for ``task``: its kind, the spec, and the spec's canonical text.
-
-    ``variant`` is ``default`` or ``compute`` (:data:`COMPUTE_TEMPLATES`, with tool roles).
-    """
-    if variant not in {"default", "compute"}:
-        raise ValueError(f"unknown template variant {variant!r} (default, compute)")
+    """The template team for ``task`` (of ``kind``, classified here when not given): its kind,
+    the spec, and the spec's canonical text."""
     chosen = kind or classify_task(task)
-    templates = COMPUTE_TEMPLATES if variant == "compute" else {}
+    templates = COMPUTE_TEMPLATES if TemplateVariant(variant) is TemplateVariant.COMPUTE else {}
     spec = Spec.model_validate(templates.get(chosen, TEMPLATES[chosen]))
     return chosen, spec, format_spec(spec)

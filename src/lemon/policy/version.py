@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lemon import atomic
+
 __all__ = [
     "FORMAT",
     "METADATA_FILE",
@@ -97,11 +99,7 @@ def read_policy(path: str | os.PathLike[str]) -> PolicyMetadata:
 
 def write_metadata(directory: str | os.PathLike[str], meta: PolicyMetadata) -> Path:
     """Write ``policy.json`` atomically (temp file, then rename)."""
-    target = Path(directory) / METADATA_FILE
-    temp = target.with_name(f".{target.name}.tmp")
-    temp.write_text(json.dumps(meta.model_dump(), indent=2) + "\n", encoding="utf-8")
-    os.replace(temp, target)
-    return target
+    return atomic.write_json(Path(directory) / METADATA_FILE, meta.model_dump())
 
 
 def publish_directory(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Path:

@@ -5,12 +5,20 @@ resources: :mod:`lemon.resources.crds` derives the CRDs' structural schemas from
 operator validates objects with them.
 """
 
-from lemon.resources.crds import GROUP, VERSION, crd, crd_yaml, structural_schema
-from lemon.resources.profiles import (
+from lemon.resources.capacity_profile import (
     CapacityProfileSpec,
     LemonCapacityProfile,
     Resources,
     TierSpec,
+)
+from lemon.resources.crds import (
+    API_VERSION,
+    GROUP,
+    PLURALS,
+    VERSION,
+    crd,
+    crd_yaml,
+    structural_schema,
 )
 from lemon.resources.status import (
     CapacityProfileStatus,
@@ -21,7 +29,9 @@ from lemon.resources.status import (
 )
 
 __all__ = [
+    "API_VERSION",
     "GROUP",
+    "PLURALS",
     "VERSION",
     "CapacityProfileSpec",
     "CapacityProfileStatus",

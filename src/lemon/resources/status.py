@@ -14,6 +14,7 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "LemonSpecStatus",
+    "SpecRunStatus",
     "TierStatus",
 ]
 
@@ -48,8 +49,21 @@ class TierStatus(_Camel):
 
     tier: Capacity = Field(description="small, medium or large.")
     inference_service: str = Field(description="Name of the tier's InferenceService.")
-    url: str | None = Field(default=None, description="The tier's endpoint, once KServe has one.")
+    url: str | None = Field(
+        default=None,
+        description="The tier's endpoint once KServe has one: its cluster-local address, "
+        "else its URL.",
+    )
     ready: bool = Field(description="Whether the InferenceService reports Ready.")
+
+
+class SpecRunStatus(_Camel):
+    """The LemonRun of the spec's task (one per generation of the spec)."""
+
+    name: str = Field(description="The LemonRun (`kubectl get lrun NAME`).")
+    phase: str | None = Field(default=None, description="Its phase.")
+    answer: str | None = Field(default=None, description="Its answer, once it succeeded.")
+    tokens: int | None = Field(default=None, description="Its worker tokens, once finished.")
 
 
 class LemonSpecStatus(_Camel):
@@ -73,6 +87,9 @@ class LemonSpecStatus(_Camel):
     )
     tiers: list[TierStatus] | None = Field(
         default=None, description="The tiers the agents need and their readiness."
+    )
+    run: SpecRunStatus | None = Field(
+        default=None, description="The run of the spec's task, when it has one."
     )
 
 

@@ -6,16 +6,16 @@ directory, resource limits, a wall-clock timeout, the process group killed at th
 needs a per-run marker printed after the program's last statement.
 """
 
-from lemon.sandbox.config import GiB, MiB, SandboxConfig
-from lemon.sandbox.errors import SandboxUnavailable
-from lemon.sandbox.probe import probe
-from lemon.sandbox.runner import (
+from lemon.sandbox.commands import SandboxUnavailable
+from lemon.sandbox.execution import (
     RunResult,
     RunStatus,
     run_program,
     run_programs,
     run_programs_async,
 )
+from lemon.sandbox.limits import GiB, MiB, SandboxConfig
+from lemon.sandbox.probe import probe
 
 __all__ = [
     "GiB",

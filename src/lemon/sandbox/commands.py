@@ -13,10 +13,14 @@ import os
 import shutil
 from pathlib import Path
 
-from lemon.sandbox.config import SandboxConfig
-from lemon.sandbox.errors import SandboxUnavailable
+from lemon.sandbox.limits import SandboxConfig
 
-__all__ = ["WORKDIR", "WRAPPER", "build_command", "resolve_python"]
+__all__ = ["WORKDIR", "WRAPPER", "SandboxUnavailable", "build_command", "resolve_python"]
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot be set up on this machine; the message says what is missing."""
+
 
 WORKDIR = "/sandbox"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lemon.sandbox.config import SandboxConfig
-from lemon.sandbox.errors import SandboxUnavailable
-from lemon.sandbox.runner import RunStatus, run_programs
+from lemon.sandbox.commands import SandboxUnavailable
+from lemon.sandbox.execution import RunStatus, run_programs
+from lemon.sandbox.limits import SandboxConfig
 
 __all__ = ["probe"]
 

@@ -5,7 +5,7 @@ definition* of the entry point (``def <entry_point>(`` at the start of a line), 
 a Markdown code fence. A full definition is appended after the prompt, so the prompt's imports
 and helper functions stay available and the new definition replaces the stub. The program is
 ``prompt + body + test + check(entry_point)``; it passes only when the sandbox run reaches its
-end (the per-run marker, see :mod:`lemon.sandbox.runner`).
+end (the per-run marker, see :mod:`lemon.sandbox.execution`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 
 from lemon.data.items import CodeItem
-from lemon.sandbox.config import SandboxConfig
-from lemon.sandbox.runner import RunResult, run_programs
+from lemon.sandbox.execution import RunResult, run_programs
+from lemon.sandbox.limits import SandboxConfig
 
 __all__ = ["build_program", "code_body", "fenced_blocks", "score_code"]
 

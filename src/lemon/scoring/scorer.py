@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from lemon.data.items import Benchmark, ChoiceItem, CodeItem, Item, NumericItem
 from lemon.data.loaders import load_items
 from lemon.data.paths import sources
-from lemon.sandbox.config import SandboxConfig
+from lemon.sandbox.limits import SandboxConfig
 from lemon.scoring.letters import extract_letter
 from lemon.scoring.numbers import extract_number, numbers_equal
 from lemon.scoring.predictions import Prediction, PredictionError

@@ -1,8 +1,8 @@
 """The spec language: models, located validation, the DAG compiler and mutations."""
 
 from lemon.spec.dag import CompiledDag, compile_spec
-from lemon.spec.errors import Issue, SpecError
 from lemon.spec.formatting import format_resource, format_spec
+from lemon.spec.issues import Issue, SpecError
 from lemon.spec.models import Agent, Capacity, LemonSpec, LemonSpecBody, ObjectMeta, Spec
 from lemon.spec.mutations import Mutation, MutationKind, mutate, mutations
 from lemon.spec.roles import Role, RoleLibrary, builtin_roles, default_roles, load_roles

@@ -20,6 +20,7 @@ __all__ = [
     "KIND",
     "Agent",
     "AgentName",
+    "ApiVersion",
     "Capacity",
     "LemonSpec",
     "LemonSpecBody",
@@ -27,7 +28,9 @@ __all__ = [
     "Spec",
 ]
 
-API_VERSION = "lemon.ai/v1alpha1"
+ApiVersion = Literal["lemon.ai/v1alpha1"]
+"""The ``apiVersion`` of every LEMON kind (group ``lemon.ai``, version ``v1alpha1``)."""
+API_VERSION: ApiVersion = "lemon.ai/v1alpha1"
 KIND = "LemonSpec"
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 HARD_MAX_AGENTS = 1024
@@ -107,7 +110,9 @@ class LemonSpecBody(Spec):
     )
     task: Annotated[str, StringConstraints(min_length=1, max_length=65536)] | None = Field(
         default=None,
-        description="Optional task to run once the tiers are ready.",
+        description="A task to run: the operator creates a LemonRun of it (named "
+        "<spec>-task-<generation>, owned by the spec) and shows its answer and tokens in "
+        "status.run.",
     )
 
 
@@ -127,7 +132,7 @@ class LemonSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    apiVersion: Literal["lemon.ai/v1alpha1"]
+    apiVersion: ApiVersion
     kind: Literal["LemonSpec"]
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: LemonSpecBody

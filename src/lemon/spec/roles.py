@@ -7,7 +7,7 @@ import string
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from importlib import resources
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -19,7 +19,7 @@ from pydantic import (
     field_validator,
 )
 
-from lemon.spec.errors import SpecError
+from lemon.spec.issues import SpecError
 
 __all__ = [
     "ROLE_NAME_PATTERN",
@@ -126,7 +126,7 @@ def _parse_roles(text: str, *, source: str) -> list[Role]:
 
 def load_roles(path: str | os.PathLike[str]) -> list[Role]:
     """Read a role file (``roles: [...]``, the shape of the built-in library)."""
-    text = FsPath(path).read_text(encoding="utf-8")
+    text = Path(path).read_text(encoding="utf-8")
     return _parse_roles(text, source=os.fspath(path))
 
 

@@ -15,12 +15,12 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from lemon.spec.errors import Issue, SpecError
+from lemon.spec.issues import Issue, SpecError
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
-    "Path",
+    "NodePath",
     "SourceMap",
     "compose",
     "load_document",
@@ -33,7 +33,9 @@ MAX_DOCUMENT_BYTES = 1 << 20
 MAX_DEPTH = 32
 """Deepest nesting of collections accepted; a spec needs at most six levels."""
 
-Path = tuple[str | int, ...]
+NodePath = tuple[str | int, ...]
+"""Where a value sits in a document: mapping keys and list indices from the root, e.g.
+``("agents", 0, "role")``."""
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CONSTRUCTOR = SafeConstructor()
@@ -61,7 +63,7 @@ class SourceMap:
 
     root: MappingNode
 
-    def _walk(self, path: Path) -> tuple[Node, Node | None, int]:
+    def _walk(self, path: NodePath) -> tuple[Node, Node | None, int]:
         """The deepest node on ``path``, the key node that led to it, and how far it got."""
         node: Node = self.root
         key_node: Node | None = None
@@ -83,24 +85,24 @@ class SourceMap:
             node = child
         return node, key_node, len(path)
 
-    def node(self, path: Path) -> Node | None:
+    def node(self, path: NodePath) -> Node | None:
         """The value node at ``path``, or None if the path is not in the document."""
         node, _, reached = self._walk(path)
         return node if reached == len(path) else None
 
-    def key_node(self, path: Path) -> Node | None:
+    def key_node(self, path: NodePath) -> Node | None:
         """The key node of the mapping entry at ``path`` (a mapping key), if present."""
         _, key, reached = self._walk(path)
         return key if reached == len(path) else None
 
-    def locate(self, path: Path, message: str, *, at_key: bool = False) -> Issue:
+    def locate(self, path: NodePath, message: str, *, at_key: bool = False) -> Issue:
         """An issue at the node for ``path``; falls back to its nearest ancestor in the text."""
         node, key, reached = self._walk(path)
         if at_key and reached == len(path) and key is not None:
             node = key
         return _issue_at(node, message)
 
-    def span(self, path: Path) -> tuple[int, int]:
+    def span(self, path: NodePath) -> tuple[int, int]:
         """Character range ``[start, end)`` of the value node at ``path`` in the source text."""
         node = self.node(path)
         if node is None:

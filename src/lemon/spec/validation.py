@@ -13,15 +13,15 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from lemon.spec.errors import Issue, SpecError
+from lemon.spec.issues import Issue, SpecError
 from lemon.spec.models import Agent, LemonSpec, LemonSpecBody, ObjectMeta, Spec
 from lemon.spec.roles import RoleLibrary, default_roles
-from lemon.spec.source import Path, SourceMap, read_document
+from lemon.spec.source import NodePath, SourceMap, read_document
 
 __all__ = [
     "DEFAULT_MAX_AGENTS",
@@ -70,7 +70,7 @@ class ParsedSpec:
     warnings: tuple[Issue, ...] = ()
 
     @property
-    def base(self) -> Path:
+    def base(self) -> NodePath:
         """Data path of the orchestration spec inside the document."""
         return ("spec",) if self.resource is not None else ()
 
@@ -78,7 +78,7 @@ class ParsedSpec:
     def agent_index(self) -> dict[str, int]:
         return {agent.name: i for i, agent in enumerate(self.spec.agents)}
 
-    def agent_path(self, name: str, *rest: str | int) -> Path:
+    def agent_path(self, name: str, *rest: str | int) -> NodePath:
         return (*self.base, "agents", self.agent_index[name], *rest)
 
 
@@ -94,17 +94,19 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _names_an_agent(path: Path) -> bool:
+def _names_an_agent(path: NodePath) -> bool:
     return bool(path) and (
         path[-1] in {"name", "output", "profile"} or (len(path) > 1 and path[-2] == "depends_on")
     )
 
 
-def pydantic_issues(exc: ValidationError, source_map: SourceMap, *, base: Path = ()) -> list[Issue]:
+def pydantic_issues(
+    exc: ValidationError, source_map: SourceMap, *, base: NodePath = ()
+) -> list[Issue]:
     """Translate pydantic's errors into issues located at their YAML nodes."""
     issues = []
     for error in exc.errors(include_url=False):
-        path: Path = (*base, *(step for step in error["loc"] if isinstance(step, str | int)))
+        path: NodePath = (*base, *(step for step in error["loc"] if isinstance(step, str | int)))
         kind = error["type"]
         on_key = path[-1:] == ("[key]",)  # a mapping's key failed (e.g. an unknown tier)
         if on_key:
@@ -142,15 +144,15 @@ def pydantic_issues(exc: ValidationError, source_map: SourceMap, *, base: Path =
 class _Semantics:
     """Cross-field rules, checked on raw data and located at the offending nodes."""
 
-    def __init__(self, body: dict[str, Any], *, base: Path, source_map: SourceMap) -> None:
+    def __init__(self, body: dict[str, Any], *, base: NodePath, source_map: SourceMap) -> None:
         self.body = body
         self.base = base
         self.map = source_map
         self.issues: list[Issue] = []
         self.names: dict[str, int] = {}
-        self.edges: dict[tuple[str, str], Path] = {}  # (dependency, dependant) -> entry path
+        self.edges: dict[tuple[str, str], NodePath] = {}  # (dependency, dependant) -> entry path
 
-    def at(self, rel: Path, message: str) -> None:
+    def at(self, rel: NodePath, message: str) -> None:
         self.issues.append(self.map.locate((*self.base, *rel), message))
 
     def check(self, options: ValidationOptions) -> str | None:
@@ -297,7 +299,7 @@ def parse_spec(
     data, source_map, issues = read_document(text, source=source)
     is_resource = "apiVersion" in data or "kind" in data
     model: type[BaseModel] = LemonSpec if is_resource else Spec
-    base: Path = ("spec",) if is_resource else ()
+    base: NodePath = ("spec",) if is_resource else ()
 
     parsed: BaseModel | None = None
     try:
@@ -333,7 +335,7 @@ def parse_spec(
 
 def read_text(path: str | os.PathLike[str]) -> str:
     """Read a spec file as text, keeping its line endings so spans index the file exactly."""
-    raw = FsPath(path).read_bytes()
+    raw = Path(path).read_bytes()
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

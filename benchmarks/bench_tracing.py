@@ -1,0 +1,136 @@
+"""Tracing overhead: the executor with OpenTelemetry tracing on against the same with it off.
+
+The workload is ``lemon bench engine``'s: a 64-agent layered DAG (8 levels of width 8) on the
+scripted backend (a test double, not a model) answering every call after a fixed latency L.
+Tracing on is the real export path: the SDK's TracerProvider with a BatchSpanProcessor and the
+OTLP/HTTP exporter, sending to a real OTLP receiver on loopback (tests/service/otlp_receiver.py,
+a subprocess); every run records 129 spans (the run, 64 agents, 64 model calls). Off is the
+default: no provider, every hook one ``is None`` check. The two run side by side in the same
+process, alternating which goes first; ``ratio`` is the median wall time on over the median off
+(goal <= 1.05). ``spans_received`` is what reached the receiver, so "on" is known to have traced.
+``off_start_ns`` and ``off_headers_ns`` time the off path's two entry points alone.
+
+Run: ``lemon bench tracing --json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the workload and the OTLP receiver live beside the tests
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_engine import layered_spec  # noqa: E402
+from tests.service.conftest import OTLPReceiver  # noqa: E402
+
+from lemon import telemetry  # noqa: E402
+from lemon.backends.base import Backend  # noqa: E402
+from lemon.backends.scripted import ScriptedBackend, ScriptedConfig  # noqa: E402
+from lemon.engine.executor import ExecutionOptions, execute  # noqa: E402
+from lemon.engine.spans import RunSpans  # noqa: E402
+from lemon.spec import Capacity, compile_spec  # noqa: E402
+
+
+def _provider(endpoint: str) -> object:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "lemon-bench-tracing"}))
+    exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def _per_call_ns(fn: object, calls: int = 20_000) -> float:
+    started = time.perf_counter_ns()
+    for _ in range(calls):
+        fn()  # type: ignore[operator]
+    return (time.perf_counter_ns() - started) / calls
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--latency", type=float, default=0.05, help="L, seconds per call")
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args(argv)
+    spec = layered_spec()
+    config = ScriptedConfig(latency_s=args.latency)
+    backends: dict[Capacity, Backend] = {
+        tier: ScriptedBackend(config, tier=tier.value) for tier in Capacity
+    }
+    options = ExecutionOptions(concurrency=dict.fromkeys(Capacity, 64))
+    critical = compile_spec(spec).critical_path_length
+
+    def timed() -> float:
+        started = time.perf_counter()
+        asyncio.run(execute(spec, task="t", backends=backends, options=options))
+        return time.perf_counter() - started
+
+    with tempfile.TemporaryDirectory(prefix="lemon-bench-tracing-") as tmp:
+        receiver = OTLPReceiver(Path(tmp))
+        try:
+            provider = _provider(receiver.endpoint)
+            telemetry.use_provider(None)
+            off_start_ns = _per_call_ns(
+                lambda: RunSpans.start(canonical="", origin="", output="", profile="", agents=0)
+            )
+            off_headers_ns = _per_call_ns(telemetry.trace_headers)
+            timed()  # warm-up, off
+            off, on = [], []
+            for repeat in range(args.repeats):
+                order = ("off", "on") if repeat % 2 == 0 else ("on", "off")
+                for side in order:
+                    telemetry.use_provider(provider if side == "on" else None)
+                    (on if side == "on" else off).append(timed())
+            telemetry.use_provider(None)
+            provider.force_flush()  # type: ignore[attr-defined]
+            provider.shutdown()  # type: ignore[attr-defined]
+            received = receiver.spans()
+        finally:
+            receiver.kill()
+    wall_off, wall_on = statistics.median(off), statistics.median(on)
+    agents = len(spec.agents)
+    result = {
+        "benchmark": "tracing",
+        "backend": "scripted test double (fixed latency)",
+        "agents": agents,
+        "critical_path": critical,
+        "latency_s": args.latency,
+        "tracing_off_wall_s": round(wall_off, 4),
+        "tracing_on_wall_s": round(wall_on, 4),
+        "ratio": round(wall_on / wall_off, 4),
+        "goal": "ratio <= 1.05",
+        "per_agent_overhead_us": round((wall_on - wall_off) / agents * 1e6, 1),
+        "spans_per_run": 1 + 2 * agents,
+        "spans_received": len(received),
+        "spans_expected": args.repeats * (1 + 2 * agents),
+        "exporter": "OTLP/HTTP (BatchSpanProcessor) to a loopback receiver process",
+        "off_start_ns": round(off_start_ns, 1),
+        "off_headers_ns": round(off_headers_ns, 1),
+        "repeats": args.repeats,
+        "off_runs_s": [round(x, 4) for x in off],
+        "on_runs_s": [round(x, 4) for x in on],
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"tracing on {wall_on:.3f} s vs off {wall_off:.3f} s (ratio {result['ratio']}); "
+            f"{len(received)} spans exported"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""What a ``LemonRun`` asks the service to run, or why it cannot start yet (pure: the objects it
+reads are handed in).
+
+The spec comes from the run (inline), a LemonSpec (``specRef``) or a LemonPolicy's served
+version (``policyRef``); the tiers from the capacity profile's status (the run's ``profile``,
+else the referenced LemonSpec's, else ``default``), each at KServe's OpenAI path. A run whose
+inputs are missing or not ready waits (:class:`Waiting`, a Pending reason); one that can never
+run (an invalid inline spec) is :class:`Refused`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from lemon.resources import CapacityProfileSpec, TierStatus
+from lemon.resources.lemon_run import (
+    KSERVE_OPENAI_PATH,
+    LemonRunSpec,
+    needed_tiers,
+    tier_endpoint,
+)
+from lemon.spec import Capacity, SpecError, parse_spec
+from lemon_operator import locking, manifests, specs
+from lemon_operator.run_results import PolicyTarget, RunOrder
+
+__all__ = ["Ready", "Refused", "Waiting", "plan_run", "profile_tiers", "referenced"]
+
+Body = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Not startable yet; ``tiers_ready`` says what is known of the tiers."""
+
+    reason: str
+    message: str
+    tiers_ready: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Never startable (an invalid inline spec)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    order: RunOrder
+    profile: str
+    prices: dict[str, float] = field(default_factory=dict)
+
+
+def referenced(body: Body) -> tuple[Literal["LemonSpec", "LemonPolicy"], str] | None:
+    """The object the run's spec comes from (kind, name), or None for an inline spec."""
+    spec = body.get("spec") or {}
+    for key, kind in (("specRef", "LemonSpec"), ("policyRef", "LemonPolicy")):
+        ref = spec.get(key)
+        if isinstance(ref, dict) and ref.get("name"):
+            return kind, str(ref["name"])  # type: ignore[return-value]  # one of the two kinds
+    return None
+
+
+def _errors(error: SpecError) -> str:
+    return "; ".join(f"{issue.line}:{issue.column}: {issue.message}" for issue in error.issues)
+
+
+def _origin(namespace: str, name: str, metadata: Body) -> str:
+    spec = (metadata.get("labels") or {}).get(manifests.SPEC_LABEL)
+    generation = (metadata.get("annotations") or {}).get(manifests.SPEC_GENERATION_ANNOTATION)
+    if spec and generation:
+        return f"LemonSpec {namespace}/{spec} (generation {generation}, its task)"
+    return f"LemonRun {namespace}/{name} (inline spec)"
+
+
+def plan_run(
+    body: Body, *, source: Body | None, profile_of: Callable[[str], Body | None]
+) -> Ready | Waiting | Refused:
+    """The run's order for the service. ``source`` is the object :func:`referenced` names (None
+    when it does not exist or the spec is inline); ``profile_of`` finds a capacity profile."""
+    metadata = body["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    try:
+        run = LemonRunSpec.model_validate(body.get("spec") or {})
+    except ValidationError as error:
+        return Refused("Invalid", "; ".join(issue["msg"] for issue in error.errors()))
+    profile = run.profile
+    text = None
+    policy = None
+    needed: list[Capacity] | None = None
+    if run.spec is not None:
+        origin = _origin(namespace, name, metadata)
+        # JSON is YAML, and much quicker to write; positions in it mean nothing to the user,
+        # so the errors are given without them
+        text = json.dumps(run.spec.model_dump(mode="json", exclude_none=True))
+        try:
+            needed = needed_tiers(parse_spec(text, source=origin).spec)
+        except SpecError as error:
+            messages = "; ".join(issue.message for issue in error.issues)
+            return Refused("SpecInvalid", f"the inline spec is invalid: {messages}")
+    elif run.spec_ref is not None:
+        ref = run.spec_ref.name
+        if not locking.live(source):
+            return Waiting("SpecNotFound", f"no LemonSpec {ref} in {namespace}")
+        generation = source["metadata"].get("generation", 1)
+        origin = f"LemonSpec {namespace}/{ref} (generation {generation})"
+        text = specs.render_resource(name=ref, spec=source.get("spec") or {})
+        try:
+            needed = needed_tiers(parse_spec(text, source=origin).spec)
+        except SpecError as error:
+            return Waiting("SpecInvalid", f"LemonSpec {ref} is invalid: {_errors(error)}")
+        profile = profile or (source.get("spec") or {}).get("profile")
+    else:
+        assert run.policy_ref is not None  # exactly one source: LemonRunSpec checked it
+        ref = run.policy_ref.name
+        if not locking.live(source):
+            return Waiting("PolicyNotFound", f"no LemonPolicy {ref} in {namespace}")
+        served = source.get("status") or {}
+        if not served.get("ready") or not served.get("url") or not served.get("servedVersion"):
+            return Waiting("PolicyNotReady", f"LemonPolicy {ref} serves no ready version yet")
+        origin = f"LemonPolicy {namespace}/{ref}@{served['servedVersion']}"
+        policy = PolicyTarget(
+            url=str(served["url"]).rstrip("/") + KSERVE_OPENAI_PATH,
+            model=ref,  # the operator serves a policy under its own name (--model_name)
+            name=origin,
+        )
+    profile = profile or specs.DEFAULT_PROFILE
+    tiers = profile_tiers(profile_of(profile), profile=profile, needed=needed)
+    if isinstance(tiers, Waiting):
+        return tiers
+    endpoints, prices = tiers
+    order = RunOrder(
+        run_id=metadata["uid"],
+        source=origin,
+        task=run.task,
+        tiers=endpoints,
+        spec=text,
+        policy=policy,
+        max_tokens=run.max_tokens or 0,
+        deadline_s=float(run.deadline_seconds or 0),
+    )
+    return Ready(order, profile, prices)
+
+
+def profile_tiers(
+    found: Body | None, *, profile: str, needed: list[Capacity] | None
+) -> tuple[list[tuple[str, str, str]], dict[str, float]] | Waiting:
+    """(tier, URL, model) of each tier needed (all the profile's for a policy, which may write
+    any team), from the profile's status once every one is ready; and each tier's price."""
+    if not locking.live(found):
+        return Waiting("ProfileNotFound", f"no LemonCapacityProfile {profile}", False)
+    try:
+        available = CapacityProfileSpec.model_validate(found.get("spec") or {}).tiers()
+    except ValidationError:
+        return Waiting("ProfileInvalid", f"LemonCapacityProfile {profile} is invalid", False)
+    wanted = needed if needed is not None else list(available)
+    missing = [tier.value for tier in wanted if tier not in available]
+    if missing:
+        return Waiting(
+            "TierNotInProfile", f"profile {profile} has no {', '.join(missing)} tier", False
+        )
+    reported: dict[Capacity, TierStatus] = {}
+    for entry in (found.get("status") or {}).get("tiers") or []:
+        try:
+            seen = TierStatus.model_validate(entry)
+        except ValidationError:
+            continue
+        reported[seen.tier] = seen
+    endpoints: dict[Capacity, tuple[str, str]] = {}
+    for tier in wanted:
+        status = reported.get(tier)
+        endpoint = tier_endpoint(status) if status is not None and status.ready else None
+        if endpoint is not None:
+            endpoints[tier] = endpoint
+    waiting = [tier.value for tier in wanted if tier not in endpoints]
+    if waiting:
+        return Waiting(
+            "TiersNotReady", f"waiting for {', '.join(waiting)} of profile {profile}", False
+        )
+    prices = {tier.value: spec.cost_per_token for tier, spec in available.items()}
+    return [(tier.value, *endpoints[tier]) for tier in wanted], prices

@@ -1,0 +1,232 @@
+"""What ``lemon serve`` exports: Prometheus metrics on ``--metrics-port`` (text format,
+``GET /metrics``) and, with tracing on, one OpenTelemetry server span per call.
+
+One interceptor observes every call (the Orchestrator, health, reflection, and calls the
+bearer-token check refused): ``grpc_server_started_total``, ``grpc_server_handled_total``
+(by ``grpc_type``, ``grpc_service``, ``grpc_method``, ``grpc_code``) and the
+``grpc_server_handling_seconds`` histogram, the names of go-grpc-prometheus so that standard
+gRPC dashboards read them. It also continues the caller's trace (W3C ``traceparent`` metadata)
+with a server span, under which the run's spans hang. The engine's own figures are read at
+scrape time: ``lemon_service_runs_in_flight`` (running), ``lemon_service_runs_waiting``
+(admitted, waiting for a slot), ``lemon_service_runs_total`` (by status),
+``lemon_service_tokens_total`` (by tier and kind, model calls actually made) and
+``lemon_service_admission_refusals_total`` (runs refused because the server was full).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from lemon import telemetry
+from lemon_service import handlers
+from lemon_service.engine import Engine
+
+__all__ = ["LATENCY_BUCKETS", "ObservingInterceptor", "ServiceMetrics"]
+
+LATENCY_BUCKETS = (
+    *(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5),
+    *(1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0),
+)
+"""Seconds: health checks take a millisecond, runs on real tiers minutes."""
+
+
+class _EngineCollector(Collector):
+    """The engine's counters, read when Prometheus scrapes (nothing on the request path)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterable[Metric]:
+        admission, stats = self.engine.admission, self.engine.stats
+        yield GaugeMetricFamily(
+            "lemon_service_runs_in_flight", "Runs executing now.", value=admission.running
+        )
+        yield GaugeMetricFamily(
+            "lemon_service_runs_waiting",
+            "Runs admitted and waiting for a slot.",
+            value=admission.admitted - admission.running,
+        )
+        yield CounterMetricFamily(
+            "lemon_service_admission_refusals",
+            "Runs refused (RESOURCE_EXHAUSTED) because the server was full.",
+            value=admission.refused,
+        )
+        runs = CounterMetricFamily(
+            "lemon_service_runs", "Runs finished, by status.", labels=["status"]
+        )
+        for status, count in sorted(stats.runs.items()):
+            runs.add_metric([status], count)
+        yield runs
+        tokens = CounterMetricFamily(
+            "lemon_service_tokens",
+            "Tokens of the model calls made (reused answers cost none), by tier and kind.",
+            labels=["tier", "kind"],
+        )
+        for (tier, kind), count in sorted(stats.tokens.items()):
+            tokens.add_metric([tier, kind], count)
+        yield tokens
+
+
+class ServiceMetrics:
+    """The server's registry: gRPC call metrics, the engine's figures, process metrics."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        self.registry.register(_EngineCollector(engine))
+        labels = ["grpc_type", "grpc_service", "grpc_method"]
+        self.started = Counter(
+            "grpc_server_started", "RPCs started on the server.", labels, registry=self.registry
+        )
+        self.handled = Counter(
+            "grpc_server_handled",
+            "RPCs completed on the server, by status code.",
+            [*labels, "grpc_code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "grpc_server_handling_seconds",
+            "Time from the call's start until its status was sent.",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._http: Any = None
+
+    def serve(self, *, host: str, port: int) -> int:
+        """Serve ``GET /metrics`` on ``host:port`` (a thread); returns the bound port."""
+        self._http, _ = start_http_server(port, addr=host, registry=self.registry)
+        return int(self._http.server_port)
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+
+
+def _code(context: grpc.aio.ServicerContext[Any, Any], *, failed: BaseException | None) -> str:
+    """The status the call ended with: what the handler set or aborted with, else OK, or what
+    grpc answers for an exception that escaped (CANCELLED, UNKNOWN)."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return str(code.name)
+    if isinstance(code, int):  # grpc.aio keeps the numeric code
+        return next((c.name for c in grpc.StatusCode if c.value[0] == code), "UNKNOWN")
+    if failed is None:
+        return "OK"
+    return "CANCELLED" if isinstance(failed, asyncio.CancelledError) else "UNKNOWN"
+
+
+class _Call:
+    """One observed call: its metrics labels, start time and server span."""
+
+    def __init__(
+        self, metrics: ServiceMetrics, details: grpc.HandlerCallDetails, kind: str
+    ) -> None:
+        service, _, method = details.method.lstrip("/").rpartition("/")
+        self.metrics = metrics
+        self.labels = (kind, service, method)
+        metrics.started.labels(*self.labels).inc()
+        self.t0 = time.perf_counter()
+        with telemetry.remote_parent(details.invocation_metadata):
+            self.span = telemetry.start_span(
+                f"{service}/{method}",
+                kind="server",
+                attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": method},
+            )
+
+    def current(self) -> AbstractContextManager[None]:
+        return self.span.current() if self.span is not None else nullcontext()
+
+    def done(
+        self, context: grpc.aio.ServicerContext[Any, Any], failed: BaseException | None
+    ) -> None:
+        code = _code(context, failed=failed)
+        self.metrics.handled.labels(*self.labels, code).inc()
+        self.metrics.latency.labels(*self.labels).observe(time.perf_counter() - self.t0)
+        if self.span is not None:
+            self.span.set({"rpc.grpc.status_code": _number(code)})
+            if code != "OK":
+                self.span.fail(str(context.details() or code), error_type=code)
+            self.span.end()
+
+
+def _number(name: str) -> int:
+    return int(getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN).value[0])
+
+
+Behavior = handlers.Behavior
+
+
+@contextmanager
+def _observed(
+    metrics: ServiceMetrics,
+    details: grpc.HandlerCallDetails,
+    kind: handlers.CallKind,
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> Iterator[None]:
+    """One call counted, timed and (tracing on) in its server span, whatever ends it."""
+    call = _Call(metrics, details, kind)
+    failed: BaseException | None = None
+    try:
+        with call.current():
+            yield
+    except BaseException as exc:
+        failed = exc
+        raise
+    finally:
+        call.done(context, failed)
+
+
+def _observing(
+    metrics: ServiceMetrics, details: grpc.HandlerCallDetails
+) -> Callable[[Behavior, handlers.CallKind], Behavior]:
+    def wrap(behavior: Behavior, kind: handlers.CallKind) -> Behavior:
+        if inspect.isasyncgenfunction(behavior):  # a streamed response
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                with _observed(metrics, details, kind, context):
+                    async for message in behavior(request, context):
+                        yield message
+
+            return stream
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            with _observed(metrics, details, kind, context):
+                return await behavior(request, context)
+
+        return unary
+
+    return wrap
+
+
+class ObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Wraps every handler with the call metrics and the server span (the first interceptor,
+    so calls that a later one refuses are counted too)."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        return handlers.with_behavior(handler, _observing(self.metrics, handler_call_details))

@@ -1,0 +1,152 @@
+"""``lemon eval``: run a method (a baseline, a fixed spec or a learned policy) over benchmark
+items, score it and write a resumable run directory (``items.jsonl``, ``summary.json``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from lemon.cli.options import (
+    EXIT_OK,
+    UsageError,
+    add_call_cache_option,
+    add_item_options,
+    add_json_option,
+    add_policy_options,
+    add_profile_options,
+    open_call_cache,
+    open_policy,
+    resolve_profile_option,
+    select_items,
+)
+
+__all__ = ["register", "run"]
+
+
+def _method(args: argparse.Namespace) -> str:
+    from lemon.evals.baselines import BASELINES
+
+    chosen = [x for x in (args.spec, args.baseline, args.policy) if x]
+    if len(chosen) > 1:
+        raise UsageError("give at most one of --spec, --baseline, --policy")
+    if args.specs_only and not args.policy:
+        raise UsageError("--specs-only needs --policy (it checks the specs a policy writes)")
+    if args.policy_constrained and not args.policy:
+        raise UsageError("--policy-constrained needs --policy")
+    if args.policy:
+        return f"policy:{args.policy}"
+    if args.spec:
+        from lemon.spec.issues import SpecError
+        from lemon.spec.validation import load_spec
+
+        try:
+            load_spec(args.spec)
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.spec}: {exc.strerror or exc}") from None
+        except SpecError as exc:
+            raise UsageError(f"invalid spec:\n{exc.render()}") from None
+        return f"spec:{args.spec}"
+    name = args.baseline or "template"
+    if name not in BASELINES:
+        raise UsageError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)})")
+    return f"baseline:{name}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from lemon.backends.callcache import wrap_backends
+    from lemon.capacity import build_backends, close_backends
+    from lemon.evals.loop import EvalSettings, evaluate, print_progress
+    from lemon.pricing import resolve_prices
+
+    items = select_items(args)
+    method = _method(args)
+    profile = resolve_profile_option(args)
+    benchmark = items[0].benchmark
+    name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
+    out_dir = Path(args.out) / name
+    settings = EvalSettings(
+        prices=resolve_prices(profile=profile),
+        method=method,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        budget=args.budget,
+        specs_only=args.specs_only,
+    )
+    meta = {
+        "run": name,
+        "benchmark": benchmark.value,
+        "profile": profile.name,
+        "split": args.split,
+        "offset": args.offset,
+        "limit": args.limit,
+    }
+    policy = None
+    if args.policy:
+        policy = open_policy(args)
+        meta["policy"] = policy.label
+        meta["policy_constrained"] = bool(args.policy_constrained)
+    cache = None if args.specs_only else open_call_cache(args)
+
+    async def go() -> dict[str, Any]:
+        backends = {} if args.specs_only else wrap_backends(build_backends(profile), cache)
+        try:
+            return await evaluate(
+                items,
+                settings=settings,
+                backends=backends,
+                out_dir=out_dir,
+                meta=meta,
+                progress=None if args.quiet else print_progress,
+                policy=policy,
+            )
+        finally:
+            await close_backends(backends)
+            if policy is not None:
+                await policy.aclose()
+
+    summary = asyncio.run(go())
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        lo, hi = summary["ci95"]
+        print(
+            f"{name}: accuracy {summary['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {summary['n']} "
+            f"items, {summary['mean_tokens']:.0f} worker tokens per item "
+            f"({summary['mean_priced_tokens']:.0f} tier-priced) -> {out_dir}"
+        )
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("eval", help="run a method on a benchmark, score it, write results")
+    add_item_options(
+        p,
+        splits=("test", "all", "train"),
+        split_help="test (default): reported items only, never the held-in training partition; "
+        "all: the whole published file, in file order",
+    )
+    p.add_argument("--spec", metavar="PATH", help="run this spec on every item")
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="single, sc3, sc5, sc-budget, chain, star, tree, debate, template (default)",
+    )
+    add_policy_options(p)
+    p.add_argument(
+        "--specs-only",
+        action="store_true",
+        help="with --policy: only write and validate each item's spec (no workers run)",
+    )
+    add_profile_options(p)
+    p.add_argument("--out", default="runs", help="runs folder (default: runs/)")
+    p.add_argument("--name", default=None, help="run name (default: BENCHMARK-METHOD)")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--concurrency", type=int, default=4, help="items in flight")
+    p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
+    add_call_cache_option(p)
+    add_json_option(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)

@@ -1,0 +1,177 @@
+"""``lemon run``: one task end to end. The template policy (or ``--policy``, or ``--spec``)
+writes the team, the agents run on the profile's tiers, the answer is printed; without
+``--task`` the sample GSM8K item is solved and scored against its answer."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from lemon.cli.options import (
+    EXIT_INVALID,
+    EXIT_OK,
+    SAMPLE_ID,
+    UsageError,
+    add_json_option,
+    add_policy_options,
+    add_profile_options,
+    add_roles_option,
+    open_policy,
+    resolve_profile_option,
+    sample_item,
+)
+from lemon.events import (
+    AgentFinished,
+    AgentRetrying,
+    AgentStarted,
+    Event,
+    PolicyAttempted,
+    SpecReady,
+)
+from lemon.policy.template import TemplateVariant
+
+__all__ = ["register", "run"]
+
+
+def _sample_verdict(item: Any, answer: str | None) -> dict[str, Any]:
+    from lemon.scoring import score_item
+
+    score = score_item(item, answer or "")
+    return {
+        "id": item.id,
+        "source": "GSM8K train split (shipped with lemon)",
+        "expected": item.answer_text,
+        "extracted": score.extracted,
+        "correct": score.correct,
+    }
+
+
+def _printer(event: Event) -> None:
+    line = None
+    if isinstance(event, SpecReady):
+        line = f"spec from {event.origin}"
+    elif isinstance(event, PolicyAttempted):
+        verdict = "valid spec" if event.valid else "; ".join(event.errors[:3])
+        line = f"  policy attempt {event.attempt}: {verdict}"
+    elif isinstance(event, AgentStarted):
+        reused = " (reused)" if event.reused else ""
+        line = f"  started  {event.agent} ({event.role}, {event.capacity}){reused}"
+    elif isinstance(event, AgentRetrying):
+        line = f"  retrying {event.agent}: {event.error}"
+    elif isinstance(event, AgentFinished):
+        tokens = event.prompt_tokens + event.completion_tokens
+        detail = f": {event.error}" if event.error else ""
+        line = (
+            f"  {event.status:<9} {event.agent} ({tokens} tokens, {event.latency_s:.2f} s){detail}"
+        )
+    if line is not None:
+        print(line, file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lemon.backends.base import Decoding
+    from lemon.engine.executor import ExecutionOptions
+    from lemon.events import TraceWriter, render_table
+    from lemon.orchestration import run_task
+    from lemon.spec.issues import SpecError
+    from lemon.spec.roles import default_roles
+    from lemon.spec.validation import ValidationOptions, load_spec
+
+    profile = resolve_profile_option(args)
+    roles = default_roles(args.roles)
+    parsed = None
+    if args.spec is not None:
+        try:
+            parsed = load_spec(args.spec, options=ValidationOptions(roles=roles))
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.spec}: {exc.strerror or exc}") from None
+        except SpecError as exc:
+            print(exc.render(), file=sys.stderr)
+            return EXIT_INVALID
+    if args.max_tokens < 1 or args.deadline <= 0:
+        raise UsageError("--max-tokens and --deadline must be positive")
+    options = ExecutionOptions(
+        decoding=Decoding(max_tokens=args.max_tokens, seed=args.seed),
+        deadline_s=args.deadline,
+    )
+    if args.policy is not None and parsed is not None:
+        raise UsageError("give --spec or --policy, not both")
+    if args.policy_constrained and args.policy is None:
+        raise UsageError("--policy-constrained needs --policy")
+    policy = open_policy(args) if args.policy is not None else None
+    sample = sample_item() if args.task is None else None
+    task = sample.question if sample is not None else args.task
+    if sample is not None and not args.json:
+        print(f"task {sample.id} (no --task given; GSM8K train split): {task}", file=sys.stderr)
+    trace = TraceWriter(args.trace, on_event=None if args.json else _printer)
+
+    async def go() -> Any:
+        try:
+            return await run_task(
+                task,
+                template_variant=TemplateVariant(args.template),
+                profile=profile,
+                parsed=parsed,
+                roles=roles,
+                options=options,
+                trace=trace,
+                policy=policy,
+            )
+        finally:
+            if policy is not None:
+                await policy.aclose()
+
+    try:
+        result = asyncio.run(go())
+    finally:
+        trace.close()
+    verdict = _sample_verdict(sample, result.answer) if sample is not None else None
+    if args.json:
+        payload = result.to_json()
+        if verdict is not None:
+            payload["sample"] = verdict
+        print(json.dumps(payload, ensure_ascii=False))
+    else:
+        print(result.profile_note, file=sys.stderr)
+        print(render_table(trace.events), file=sys.stderr)
+        print(result.answer if result.answer is not None else f"FAILED: {result.error}")
+        if verdict is not None:
+            read = "no number" if verdict["extracted"] is None else f"{verdict['extracted']:g}"
+            mark = "correct" if verdict["correct"] else "wrong"
+            print(
+                f"{verdict['id']}: expected {verdict['expected']}, the team answered {read}: {mark}"
+            )
+    return EXIT_OK if result.status == "succeeded" else EXIT_INVALID
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a task end to end (spec, agents, answer)",
+        description="Run a task: the template policy (or --policy, or --spec) writes the "
+        "team, the agents run on the profile's tiers, the answer is printed.",
+    )
+    p.add_argument(
+        "--task",
+        default=None,
+        help=f"the task text (default: the benchmark item {SAMPLE_ID}, scored against its answer)",
+    )
+    p.add_argument("--spec", metavar="PATH", help="run this spec instead of the policy's")
+    add_policy_options(p)
+    p.add_argument(
+        "--template",
+        choices=[variant.value for variant in TemplateVariant],
+        default=TemplateVariant.DEFAULT.value,
+        help="template policy variant; compute: maths teams with a python_executor",
+    )
+    add_profile_options(p)
+    add_roles_option(p)
+    add_json_option(p)
+    p.add_argument("--trace", metavar="PATH", help="append the run's events (JSONL) to PATH")
+    p.add_argument("--max-tokens", type=int, default=256, help="per agent (default 256)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--deadline", type=float, default=900.0, help="seconds for the whole run")
+    p.set_defaults(handler=run)

@@ -1,0 +1,141 @@
+"""``lemon teacher search|llm``: write SFT rows for the policy (see :mod:`lemon.teaching`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lemon.cli.options import (
+    EXIT_OK,
+    UsageError,
+    add_call_cache_option,
+    add_item_options,
+    add_json_option,
+    add_profile_options,
+    open_call_cache,
+    resolve_profile_option,
+    select_items,
+)
+
+__all__ = ["register"]
+
+
+def _progress(quiet: bool) -> Callable[[int, int], None] | None:
+    if quiet:
+        return None
+
+    def show(done: int, total: int) -> None:
+        sys.stderr.write(f"\rteacher: {done}/{total} items")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _report(args: argparse.Namespace, stats: Any) -> int:
+    summary = {"out": str(args.out), **stats.to_json()}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"{stats.written} rows written to {args.out} ({stats.rejected} rejected, "
+            f"{stats.skipped_done} already there, {stats.executions} spec executions, "
+            f"{stats.reused_calls} calls reused, {stats.cache_hits} from the call cache)"
+        )
+    return EXIT_OK
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from lemon.backends.callcache import wrap_backends
+    from lemon.capacity import build_backends, close_backends
+    from lemon.pricing import profile_prices
+    from lemon.teaching import SearchSettings, search_teacher
+
+    if args.candidates < 1 or args.max_tokens < 1 or args.concurrency < 1:
+        raise UsageError("--candidates, --max-tokens and --concurrency must be at least 1")
+    profile = resolve_profile_option(args)
+    items = select_items(args)
+    settings = SearchSettings(
+        candidates=args.candidates,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        prices=profile_prices(profile),
+    )
+    cache = open_call_cache(args)
+
+    async def go() -> Any:
+        backends = wrap_backends(build_backends(profile), cache)
+        try:
+            return await search_teacher(
+                items,
+                backends=backends,
+                out=Path(args.out),
+                settings=settings,
+                progress=_progress(args.quiet),
+            )
+        finally:
+            await close_backends(backends)
+
+    return _report(args, asyncio.run(go()))
+
+
+def run_llm(args: argparse.Namespace) -> int:
+    from lemon.backends.openai import OpenAIBackend
+    from lemon.teaching import llm_teacher
+
+    items = select_items(args)
+    backend = OpenAIBackend(args.endpoint, model=args.model, tier="teacher")
+
+    async def go() -> Any:
+        try:
+            return await llm_teacher(
+                items,
+                backend=backend,
+                out=Path(args.out),
+                max_tokens=args.max_tokens,
+                concurrency=args.concurrency,
+                progress=_progress(args.quiet),
+            )
+        finally:
+            await backend.aclose()
+
+    return _report(args, asyncio.run(go()))
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    add_item_options(p, splits=("train", "test", "all"))
+    p.add_argument("--out", required=True, help="SFT rows (JSONL), appended; resumable")
+    add_json_option(p, help_text="print one JSON summary")
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "teacher",
+        help="write SFT data: specs chosen by a search or written by an LLM",
+        description="Write SFT rows (prompt, completion = canonical spec YAML, provenance).",
+    )
+    teachers = p.add_subparsers(dest="teacher", required=True, metavar="TEACHER")
+    s = teachers.add_parser(
+        "search", help="execute candidate specs per item, keep the best by R_orch"
+    )
+    _common(s)
+    s.add_argument("--candidates", type=int, default=6, help="specs tried per item (default 6)")
+    s.add_argument("--max-tokens", type=int, default=128, help="per agent (default 128)")
+    s.add_argument("--concurrency", type=int, default=2, help="items in flight")
+    add_profile_options(s)
+    add_call_cache_option(s)
+    s.set_defaults(handler=run_search)
+    llm = teachers.add_parser("llm", help="few-shot an LLM behind an OpenAI-compatible URL")
+    _common(llm)
+    llm.add_argument("--endpoint", required=True, help="base URL, e.g. http://host:8000/v1")
+    llm.add_argument("--model", required=True, help="served model name")
+    llm.add_argument("--max-tokens", type=int, default=384)
+    llm.add_argument("--concurrency", type=int, default=4)
+    llm.set_defaults(handler=run_llm)

@@ -1,0 +1,73 @@
+"""Tool roles: agents whose work is done by a tool instead of a model.
+
+``python`` (the ``python_executor`` role) takes the code written by the agents it depends on
+(the last fenced code block of the last dependency that wrote one, else that dependency's whole
+output), runs it in the same sandbox HumanEval uses, and returns what it printed, or the error.
+A program that defines ``answer`` but prints nothing gets ``print(answer)`` appended, which is
+what a prefilled ``answer = `` from a small model usually needs. No model call: zero tokens;
+the time is counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["ToolResult", "extract_code", "run_python_tool"]
+
+_PRINT_ANSWER = "\n\ntry:\n    answer\nexcept NameError:\n    pass\nelse:\n    print(answer)\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    output: str
+    ok: bool
+    """The tool ran (a program that raised still ran: its error is the output)."""
+    error: str | None = None
+    """Why the tool itself could not run (e.g. the sandbox failed to start)."""
+
+
+def extract_code(texts: Sequence[str]) -> str:
+    """The code to run from the dependencies' outputs (in ``depends_on`` order)."""
+    from lemon.scoring.code import fenced_blocks
+
+    for text in reversed(texts):
+        blocks = fenced_blocks(text)
+        if blocks:
+            return blocks[-1]
+    return texts[-1] if texts else ""
+
+
+def _program(code: str) -> str:
+    if "print(" in code or not re.search(r"^answer\s*=", code, re.MULTILINE):
+        return code
+    return code + _PRINT_ANSWER
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no error message"
+
+
+async def run_python_tool(inputs: Sequence[str], *, timeout_s: float = 10.0) -> ToolResult:
+    """Run the dependencies' code in the sandbox; the output is stdout or the error."""
+    from lemon.sandbox.execution import RunStatus, run_program
+    from lemon.sandbox.limits import SandboxConfig
+
+    code = extract_code(inputs)
+    if not code.strip():
+        return ToolResult("Error: no code to run", ok=True)
+    config = SandboxConfig(timeout_s=timeout_s, cpu_s=max(1, int(timeout_s)))
+    result = await run_program(_program(code), config=config)
+    if result.status is RunStatus.SANDBOX_ERROR:
+        return ToolResult("", ok=False, error=f"sandbox failed: {_error_line(result.stderr)}")
+    if result.status is RunStatus.TIMEOUT:
+        return ToolResult(f"Error: the program timed out after {timeout_s:g} s", ok=True)
+    if result.status is RunStatus.OUTPUT_LIMIT:
+        return ToolResult("Error: the program printed too much", ok=True)
+    stdout = result.stdout.strip()
+    if result.passed:
+        return ToolResult(stdout or "(the program printed nothing)", ok=True)
+    error = _error_line(result.stderr)
+    return ToolResult(f"{stdout}\nError: {error}".strip(), ok=True)

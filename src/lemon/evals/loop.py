@@ -1,0 +1,308 @@
+"""``lemon eval``: run a method over benchmark items, score, and write resumable results.
+
+A run directory holds ``items.jsonl`` (one line per finished item, appended and flushed as
+items finish: id, method, spec, answer, extracted, correct, tokens, calls, wall_s, status,
+error) and ``summary.json`` (accuracy with a 95% Wilson interval, mean worker tokens per item,
+calls, failures, the settings). Rerunning the same command resumes: items already in
+``items.jsonl`` are not run again. Items run concurrently (``concurrency``) on one set of
+backends, so the in-process model batches agents across items.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lemon import atomic
+from lemon.backends.base import Backend, Decoding
+from lemon.data.items import CodeItem, Item
+from lemon.engine.executor import ExecutionOptions, execute
+from lemon.evals.baselines import BASELINES, baseline_spec
+from lemon.jsonl import RecordFile, read_records
+from lemon.policy.inference import SpecPolicy
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
+from lemon.spec.formatting import format_spec
+from lemon.spec.models import Capacity, Spec
+from lemon.tasks import TaskKind, classify_task, item_prefills, task_text
+
+__all__ = ["EvalSettings", "ItemRecord", "evaluate", "summarize"]
+
+SC_TEMPERATURE = 0.7
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSettings:
+    method: str
+    """``baseline:NAME``, ``spec:PATH`` or ``policy:PATH`` (a learned policy writes each spec)."""
+    max_tokens: int = 256
+    concurrency: int = 4
+    budget: int = 2000
+    """Token budget per item for ``sc-budget``."""
+    deadline_s: float = 900.0
+    specs_only: bool = False
+    """Only write (and validate) each item's spec; run no worker (policy validity checks)."""
+    prices: TierPrices = DEFAULT_TIER_PRICES
+    """Tier prices for the tier-priced cost (the profile's, else the defaults)."""
+
+
+@dataclass(slots=True)
+class ItemRecord:
+    id: str
+    method: str
+    spec: str
+    answer: str | None
+    extracted: float | str | None = None
+    correct: bool = False
+    tokens: int = 0
+    priced_tokens: float = 0.0
+    """Worker tokens weighed by their tier's price (:mod:`lemon.pricing`)."""
+    calls: int = 0
+    cache_hits: int = 0
+    """Worker calls answered from the persistent call cache."""
+    wall_s: float = 0.0
+    status: str = "succeeded"
+    error: str | None = None
+    samples: list[str | None] = field(default_factory=list)
+    policy: dict[str, Any] | None = None
+    """For ``policy:`` methods: validity of the first attempt, fallback, attempts, tokens."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "method": self.method,
+            "spec": self.spec,
+            "answer": self.answer,
+            "extracted": self.extracted,
+            "correct": self.correct,
+            "tokens": self.tokens,
+            "priced_tokens": round(self.priced_tokens, 3),
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "wall_s": round(self.wall_s, 3),
+            "status": self.status,
+            "error": self.error,
+            **({"samples": self.samples} if self.samples else {}),
+            **({"policy": self.policy} if self.policy is not None else {}),
+        }
+
+
+def _extract(item: Item, text: str) -> tuple[float | str | None, bool]:
+    from lemon.scoring.scorer import score_item
+
+    if isinstance(item, CodeItem):
+        return None, False  # scored in the sandbox, in one batch at the end
+    score = score_item(item, text)
+    return score.extracted, score.correct
+
+
+async def _run_item(
+    item: Item,
+    *,
+    task: str,
+    spec: Spec,
+    samples: int,
+    settings: EvalSettings,
+    backends: Mapping[Capacity, Backend],
+) -> ItemRecord:
+    started = time.perf_counter()
+    text = format_spec(spec)
+    record = ItemRecord(item.id, settings.method, text, None)
+    answers: list[tuple[str, float | str | None]] = []
+    for k in range(samples):
+        decoding = (
+            Decoding(max_tokens=settings.max_tokens)
+            if samples == 1
+            else Decoding(max_tokens=settings.max_tokens, temperature=SC_TEMPERATURE, seed=k)
+        )
+        options = ExecutionOptions(
+            decoding=decoding, deadline_s=settings.deadline_s, prefill=item_prefills(item)
+        )
+        result = await execute(spec, task=task, backends=backends, options=options, spec_text=text)
+        record.tokens += result.tokens()["total"]
+        record.priced_tokens += settings.prices.priced(result.tokens_by_tier())
+        record.calls += result.calls
+        record.cache_hits += result.cache_hits
+        if result.answer is None:
+            record.error = result.error
+            continue
+        extracted, _ = _extract(item, result.answer)
+        answers.append((result.answer, extracted))
+        if samples > 1 and settings.method.endswith("sc-budget"):
+            per_sample = record.tokens / (k + 1)
+            if record.tokens + per_sample > settings.budget:
+                break
+    record.wall_s = time.perf_counter() - started
+    if not answers:
+        record.status = "failed"
+        return record
+    record.samples = [str(e) if e is not None else None for _, e in answers] if samples > 1 else []
+    votes = Counter(e for _, e in answers if e is not None)
+    if votes:
+        winner = votes.most_common(1)[0][0]
+        record.answer = next(text for text, e in answers if e == winner)
+    else:
+        record.answer = answers[0][0]
+    record.extracted, record.correct = _extract(item, record.answer)
+    return record
+
+
+def _fixed_spec(settings: EvalSettings) -> Spec | None:
+    """The spec every item runs, for ``spec:PATH`` methods (read once per evaluation)."""
+    kind, _, value = settings.method.partition(":")
+    if kind != "spec":
+        return None
+    from lemon.spec.validation import load_spec
+
+    return load_spec(value).spec
+
+
+def _method_spec(
+    settings: EvalSettings, task: str, kind: TaskKind, fixed: Spec | None
+) -> tuple[Spec, int]:
+    if fixed is not None:
+        return fixed, 1
+    value = settings.method.partition(":")[2]
+    baseline = BASELINES[value]
+    samples = baseline.samples
+    if samples == "budget":
+        samples = 64  # stopped by the budget inside _run_item
+    return baseline_spec(value, task, kind=kind), samples
+
+
+def summarize(
+    records: Sequence[Mapping[str, Any]], *, settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    from lemon.scoring.stats import wilson_interval
+
+    n = len(records)
+    correct = sum(bool(r["correct"]) for r in records)
+    tokens = sum(int(r["tokens"]) for r in records)
+    priced = sum(float(r.get("priced_tokens", r["tokens"])) for r in records)
+    policy = [r["policy"] for r in records if r.get("policy") is not None]
+    extra: dict[str, Any] = {}
+    if policy:
+        extra = {
+            "policy_valid_rate": sum(p["first_valid"] for p in policy) / len(policy),
+            "policy_valid_any_rate": sum(not p["fallback"] for p in policy) / len(policy),
+            "policy_fallback_rate": sum(p["fallback"] for p in policy) / len(policy),
+            "policy_mean_tokens": sum(p["tokens"] for p in policy) / len(policy),
+        }
+    return {
+        **settings,
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else 0.0,
+        "ci95": list(wilson_interval(correct, n)),
+        "mean_tokens": tokens / n if n else 0.0,
+        "total_tokens": tokens,
+        "mean_priced_tokens": priced / n if n else 0.0,
+        "calls": sum(int(r["calls"]) for r in records),
+        "cache_hits": sum(int(r.get("cache_hits", 0)) for r in records),
+        "failed_runs": sum(r["status"] not in ("succeeded", "spec_only") for r in records),
+        "mean_wall_s": sum(float(r["wall_s"]) for r in records) / n if n else 0.0,
+        **extra,
+    }
+
+
+async def evaluate(
+    items: Sequence[Item],
+    *,
+    settings: EvalSettings,
+    backends: Mapping[Capacity, Backend],
+    out_dir: Path,
+    meta: Mapping[str, Any],
+    progress: Callable[[int, int, int], None] | None = None,
+    policy: SpecPolicy | None = None,
+) -> dict[str, Any]:
+    """Run, score and record every item not already done; returns the summary.
+
+    With ``policy`` (a ``policy:`` method), the policy writes each item's spec first; a spec it
+    fails to write validly falls back to the template policy's, and the record says so."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    items_path = out_dir / "items.jsonl"
+    by_id = {item.id: item for item in items}
+    semaphore = asyncio.Semaphore(settings.concurrency)
+    fixed = _fixed_spec(settings)
+    records_file = RecordFile(items_path)
+    done = records_file.done
+    finished = sum(1 for item in items if item.id in done)
+    correct = sum(bool(done[i]["correct"]) for i in done if i in by_id)
+
+    async def one(item: Item) -> dict[str, Any]:
+        task = task_text(item)
+        kind = classify_task(task)
+        async with semaphore:
+            decision = None
+            if policy is not None:
+                decision = await policy.write_spec(task, kind=kind)
+                spec, samples = decision.spec, 1
+            else:
+                spec, samples = _method_spec(settings, task, kind, fixed)
+            if settings.specs_only:
+                text = decision.text if decision is not None else format_spec(spec)
+                record = ItemRecord(item.id, settings.method, text, None)
+                record.status = "spec_only"
+            else:
+                record = await _run_item(
+                    item,
+                    task=task,
+                    spec=spec,
+                    samples=samples,
+                    settings=settings,
+                    backends=backends,
+                )
+            if decision is not None:
+                record.policy = {
+                    "first_valid": bool(decision.attempts and decision.attempts[0].valid),
+                    "fallback": decision.fallback,
+                    "attempts": len(decision.attempts),
+                    "tokens": decision.policy_tokens,
+                    "errors": [list(a.errors) for a in decision.attempts],
+                }
+        if (
+            isinstance(item, CodeItem)
+            and record.answer is not None
+            and record.status != "spec_only"
+        ):
+            from lemon.scoring.code import score_code
+
+            (run,) = await asyncio.to_thread(score_code, [item], [record.answer])
+            record.correct, record.extracted = run.passed, run.status.value
+        return record.to_json()
+
+    def count(item: Item, record: dict[str, Any] | None) -> None:
+        nonlocal finished, correct
+        finished += 1
+        correct += bool(record and record["correct"])
+        if progress is not None:
+            progress(finished, len(items), correct)
+
+    await records_file.append_each(items, key=lambda item: item.id, work=one, on_record=count)
+    records = [r for i, r in read_records(items_path).items() if i in by_id]
+    summary = summarize(
+        records,
+        settings={
+            **meta,
+            "method": settings.method,
+            "max_tokens": settings.max_tokens,
+            "tier_prices": settings.prices.to_json(),
+        },
+    )
+    atomic.write_json(out_dir / "summary.json", summary)
+    return summary
+
+
+def print_progress(done: int, total: int, correct: int) -> None:
+    width = 30
+    filled = int(width * done / total) if total else width
+    bar = "#" * filled + "-" * (width - filled)
+    sys.stderr.write(f"\r[{bar}] {done}/{total}  correct {correct}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()

@@ -1,0 +1,352 @@
+"""Run traces: typed events, their one JSON encoding, the writer, the reader and two renderings.
+
+A trace is one JSON object per line, one line per event, written as events happen:
+``{"event": KIND, "t": SECONDS_SINCE_START, ...fields}``. The kinds are the classes below;
+:func:`encode_event` and :func:`decode_event` are the only code that turns an event into JSON
+and back, so the engine, the policy, the service and the CLI all handle typed events.
+
+Each line is flushed when written, so a trace survives a crash or a kill up to its last event.
+``lemon trace PATH`` renders a trace as a table or a timeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+__all__ = [
+    "EVENT_TYPES",
+    "AgentFailed",
+    "AgentFinished",
+    "AgentRetrying",
+    "AgentStarted",
+    "Event",
+    "PolicyAttempted",
+    "PolicyFellBack",
+    "RunFinished",
+    "RunStarted",
+    "SpecReady",
+    "TraceTruncated",
+    "TraceWriter",
+    "decode_event",
+    "encode_event",
+    "read_trace",
+    "render_table",
+    "render_timeline",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted:
+    kind: ClassVar[str] = "run_start"
+    task: str
+    output: str
+    profile: str = ""
+    levels: tuple[tuple[str, ...], ...] = ()
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpecReady:
+    """The spec to run is chosen; ``origin`` says where it came from, in words."""
+
+    kind: ClassVar[str] = "spec_ready"
+    origin: str
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyAttempted:
+    """One completion of a learned policy, and its located errors (none: a valid spec)."""
+
+    kind: ClassVar[str] = "policy_attempt"
+    attempt: int
+    valid: bool
+    errors: tuple[str, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyFellBack:
+    """The learned policy wrote no valid spec; the template policy's is used."""
+
+    kind: ClassVar[str] = "policy_fallback"
+    origin: str
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentStarted:
+    kind: ClassVar[str] = "agent_start"
+    agent: str
+    role: str
+    capacity: str
+    model: str = ""
+    reused: bool = False
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRetrying:
+    """A model call failed with a transient error and is tried again."""
+
+    kind: ClassVar[str] = "agent_retry"
+    agent: str
+    attempt: int
+    error: str
+    transient: bool = True
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentFailed:
+    """A model call failed for good (a permanent error, or the last attempt)."""
+
+    kind: ClassVar[str] = "agent_error"
+    agent: str
+    attempt: int
+    error: str
+    transient: bool = False
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentFinished:
+    kind: ClassVar[str] = "agent_finish"
+    agent: str
+    status: str
+    """succeeded, failed or skipped."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 0
+    reused: bool = False
+    error: str | None = None
+    output: str = ""
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    kind: ClassVar[str] = "run_finish"
+    status: str
+    tokens: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    wall_s: float = 0.0
+    error: str | None = None
+    answer: str | None = None
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceTruncated:
+    """A trace bounded to ``limit_bytes`` (a served run's, a LemonRun's ConfigMap) left out
+    ``left_out`` events here."""
+
+    kind: ClassVar[str] = "trace_truncated"
+    left_out: int
+    limit_bytes: int
+    t: float = 0.0
+
+
+Event = (
+    RunStarted
+    | SpecReady
+    | PolicyAttempted
+    | PolicyFellBack
+    | AgentStarted
+    | AgentRetrying
+    | AgentFailed
+    | AgentFinished
+    | RunFinished
+    | TraceTruncated
+)
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        SpecReady,
+        PolicyAttempted,
+        PolicyFellBack,
+        AgentStarted,
+        AgentRetrying,
+        AgentFailed,
+        AgentFinished,
+        RunFinished,
+        TraceTruncated,
+    )
+}
+"""Every event class by its ``kind`` (the ``event`` key of its JSON)."""
+
+_FIELDS = {
+    cls: tuple(f.name for f in dataclasses.fields(cls) if f.name != "t")
+    for cls in EVENT_TYPES.values()
+}
+
+
+def encode_event(event: Event) -> dict[str, Any]:
+    """The event's JSON object: ``event`` (its kind), ``t``, then its fields in order."""
+    record: dict[str, Any] = {"event": event.kind, "t": event.t}
+    for name in _FIELDS[type(event)]:
+        value = getattr(event, name)
+        if name == "levels":
+            value = [list(level) for level in value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        record[name] = value
+    return record
+
+
+def decode_event(record: Mapping[str, Any]) -> Event:
+    """The event a JSON object encodes (:func:`encode_event`'s inverse); keys it does not know
+    are ignored, a missing field or an unknown kind raises ``ValueError``."""
+    cls = EVENT_TYPES.get(str(record.get("event")))
+    if cls is None:
+        raise ValueError(f"unknown trace event {record.get('event')!r}")
+    values: dict[str, Any] = {}
+    for name in (*_FIELDS[cls], "t"):
+        if name not in record:
+            continue
+        value = record[name]
+        if name == "levels":
+            value = tuple(tuple(level) for level in value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[name] = value
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ValueError(f"{cls.kind}: {exc}") from None
+
+
+class TraceWriter:
+    """Collects a run's events (stamping each with the seconds since the writer was created),
+    appends them to a JSONL file when ``path`` is given, and hands each to ``on_event``."""
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.events: list[Event] = []
+        self._on_event = on_event
+        self._file: IO[str] | None = None
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._t0 = time.perf_counter()
+
+    def emit(self, event: Event) -> Event:
+        stamped = dataclasses.replace(event, t=round(time.perf_counter() - self._t0, 6))
+        self.events.append(stamped)
+        if self._file is not None:
+            self._file.write(json.dumps(encode_event(stamped), ensure_ascii=False) + "\n")
+            self._file.flush()
+        if self._on_event is not None:
+            self._on_event(stamped)
+        return stamped
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_trace(path: str | Path) -> list[Event]:
+    """Read a trace (``-``: standard input); a torn last line (a killed writer) is ignored,
+    other bad lines raise ``ValueError`` as ``PATH:LINE: ...``."""
+    events = []
+    text = sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}:{number}: not a JSON trace event ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: not a JSON trace event (not an object)")
+        try:
+            events.append(decode_event(record))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: {exc}") from None
+    return events
+
+
+@dataclass(slots=True)
+class _Row:
+    agent: str
+    start: float | None = None
+    started: AgentStarted | None = None
+    finished: AgentFinished | None = None
+
+
+def _agents(events: Iterable[Event]) -> dict[str, _Row]:
+    rows: dict[str, _Row] = {}
+    for event in events:
+        if isinstance(event, AgentStarted):
+            row = rows.setdefault(event.agent, _Row(event.agent))
+            row.start, row.started = event.t, event
+        elif isinstance(event, AgentFinished):
+            rows.setdefault(event.agent, _Row(event.agent)).finished = event
+        elif isinstance(event, AgentRetrying | AgentFailed):
+            rows.setdefault(event.agent, _Row(event.agent))
+    return rows
+
+
+def render_table(events: list[Event]) -> str:
+    """One row per agent: status, tier, tokens, latency, and the reason for failures."""
+    header = (
+        f"{'agent':<18} {'status':<10} {'tier':<7} {'prompt':>7} {'compl':>6} {'secs':>7}  note"
+    )
+    lines = [header, "-" * len(header)]
+    for row in _agents(events).values():
+        done = row.finished
+        note = (done.error or ("reused" if done.reused else "")) if done is not None else ""
+        tier = row.started.capacity if row.started is not None else ""
+        lines.append(
+            f"{row.agent:<18} {done.status if done else 'running':<10} {tier:<7} "
+            f"{done.prompt_tokens if done else 0:>7} {done.completion_tokens if done else 0:>6} "
+            f"{done.latency_s if done else 0.0:>7.2f}  {note}"
+        )
+    left_out = sum(e.left_out for e in events if isinstance(e, TraceTruncated))
+    if left_out:
+        lines.append(f"({left_out} events left out of this trace)")
+    finish = next((e for e in events if isinstance(e, RunFinished)), None)
+    if finish is not None:
+        lines.append(
+            f"run {finish.status}: {finish.tokens.get('total', 0)} tokens, "
+            f"{finish.wall_s:.2f} s wall" + (f" ({finish.error})" if finish.error else "")
+        )
+    else:
+        lines.append("run did not finish (no run_finish event)")
+    return "\n".join(lines)
+
+
+def render_timeline(events: list[Event], *, width: int = 60) -> str:
+    """A bar per agent over the run's wall time: '#' running, '.' waiting."""
+    end = max([e.t for e in events] or [0.0]) or 1.0
+    lines = []
+    for row in _agents(events).values():
+        finished = row.finished.t if row.finished is not None else None
+        start = row.start if row.start is not None else (finished or 0.0)
+        stop = finished if finished is not None else end
+        a, b = int(start / end * width), max(int(stop / end * width), int(start / end * width) + 1)
+        bar = "." * a + "#" * (b - a) + " " * max(0, width - b)
+        status = row.finished.status if row.finished is not None else "running"
+        lines.append(f"{row.agent:<18} |{bar[:width]}| {status}")
+    lines.append(f"{'':<18}  0s{'':>{width - 8}}{end:.2f}s")
+    return "\n".join(lines)

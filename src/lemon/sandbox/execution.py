@@ -1,0 +1,220 @@
+"""Running untrusted Python programs, each isolated (see :mod:`lemon.sandbox.commands`).
+
+Per program: resource limits set before exec (CPU time, address space, processes, file size,
+open files, no core dumps), a wall-clock timeout, a cap on captured output; at the end the whole
+process group is killed with SIGKILL, which tears down the program's PID namespace and so every
+process it forked. A run *passes* only when the program ran to its end: the wrapper prints a
+per-run random marker after the program's last statement, and exit status 0 without the marker
+(``sys.exit(0)``, ``os._exit(0)``) is a failure. Programs run in parallel, ``workers`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import secrets
+import signal
+import time
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from lemon.sandbox.commands import build_command
+from lemon.sandbox.limits import SandboxConfig
+
+__all__ = ["RunResult", "RunStatus", "run_program", "run_programs", "run_programs_async"]
+
+
+class RunStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"  # ended without the marker: an exception, a non-zero exit, an early exit
+    TIMEOUT = "timeout"
+    OUTPUT_LIMIT = "output_limit"
+    SANDBOX_ERROR = "sandbox_error"  # the isolation itself failed to start (bwrap or setpriv)
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    status: RunStatus
+    returncode: int | None
+    completed: bool
+    """The program ran to its last statement (the marker was printed)."""
+    stdout: str
+    stderr: str
+    wall_s: float
+
+    @property
+    def passed(self) -> bool:
+        return self.status is RunStatus.PASSED
+
+
+def _user_processes(uid: int) -> int:
+    """How many processes ``uid`` runs now (RLIMIT_NPROC counts them all)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.stat(entry.path).st_uid == uid
+    return count
+
+
+def _limits(config: SandboxConfig) -> Callable[[], None]:
+    processes = config.max_processes
+    if os.geteuid() != 0:  # the sandbox shares our uid: its cap comes on top of what we run
+        processes += _user_processes(os.geteuid())
+    settings = [
+        (resource.RLIMIT_CPU, config.cpu_s),
+        (resource.RLIMIT_AS, config.memory_bytes),
+        (resource.RLIMIT_NPROC, processes),
+        (resource.RLIMIT_FSIZE, config.max_file_bytes),
+        (resource.RLIMIT_NOFILE, config.max_open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+
+    def apply() -> None:  # runs in the child between fork and exec: no allocation-heavy work
+        for which, value in settings:
+            resource.setrlimit(which, (value, value))
+
+    return apply
+
+
+async def _read_capped(
+    stream: asyncio.StreamReader, sink: bytearray, budget: list[int], overflow: asyncio.Event
+) -> None:
+    while chunk := await stream.read(65536):  # drain to EOF: a full pipe never closes
+        take = min(len(chunk), budget[0])
+        sink += chunk[:take]
+        budget[0] -= take
+        if take < len(chunk):
+            overflow.set()
+
+
+async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(payload)
+        await stdin.drain()
+        stdin.close()
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _next_uid(config: SandboxConfig) -> int:
+    """The next uid of the range, starting at a random place: a uid is reused only after
+    ``uid_count`` runs, long after the kernel has released its previous processes (their
+    accounting can outlive them briefly, and a shared uid would share RLIMIT_NPROC)."""
+    global _uid_counter
+    if _uid_counter < 0:
+        _uid_counter = secrets.randbelow(config.uid_count)
+    _uid_counter += 1
+    return config.uid_base + _uid_counter % config.uid_count
+
+
+_uid_counter = -1
+
+
+async def run_program(source: str, *, config: SandboxConfig) -> RunResult:
+    """Run one program in the sandbox and wait for it (at most ``config.timeout_s``)."""
+    marker = f"LEMON-DONE-{secrets.token_hex(16)}"
+    argv = build_command(config, uid=_next_uid(config))
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_limits(config),
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    stdout, stderr = bytearray(), bytearray()
+    budget, overflow = [config.max_output_bytes], asyncio.Event()
+    readers = asyncio.gather(
+        _read_capped(process.stdout, stdout, budget, overflow),
+        _read_capped(process.stderr, stderr, budget, overflow),
+    )
+    overflowed = asyncio.ensure_future(overflow.wait())
+    payload = marker.encode() + b"\n" + source.encode("utf-8", "surrogatepass")
+    deadline = started + config.timeout_s
+    timed_out = False
+    try:
+        try:  # writing counts against the timeout too: a stuck reader must not hang us
+            await asyncio.wait_for(_feed(process.stdin, payload), timeout=config.timeout_s)
+        except TimeoutError:
+            timed_out = True
+        if not timed_out:
+            waiters: set[asyncio.Future[Any]] = {readers, overflowed}
+            done, _ = await asyncio.wait(
+                waiters, timeout=_left(deadline), return_when=asyncio.FIRST_COMPLETED
+            )
+            timed_out = not done
+            if readers in done:
+                try:
+                    await asyncio.wait_for(process.wait(), timeout=_left(deadline))
+                except TimeoutError:
+                    timed_out = True
+    finally:
+        _kill_group(process.pid)
+        await process.wait()
+        overflowed.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await overflowed
+        readers.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await readers
+    wall = time.monotonic() - started
+    out = stdout.decode("utf-8", "replace")
+    completed = out.rstrip("\n").endswith("\n" + marker) or out.rstrip("\n") == marker
+    if completed:
+        out = out.rstrip("\n").removesuffix(marker).removesuffix("\n")
+    err = stderr.decode("utf-8", "replace")
+    if overflow.is_set():
+        status = RunStatus.OUTPUT_LIMIT
+    elif not completed and err.startswith(("bwrap: ", "setpriv: ")) and not out:
+        status = RunStatus.SANDBOX_ERROR
+    elif timed_out:
+        status = RunStatus.TIMEOUT
+    elif completed and process.returncode == 0:
+        status = RunStatus.PASSED
+    else:
+        status = RunStatus.FAILED
+    return RunResult(
+        status=status,
+        returncode=process.returncode,
+        completed=completed,
+        stdout=out,
+        stderr=err,
+        wall_s=wall,
+    )
+
+
+async def run_programs_async(
+    sources: Sequence[str], *, config: SandboxConfig | None = None
+) -> list[RunResult]:
+    """Run every program, ``config.workers`` (default: CPU count) at a time; input order kept."""
+    config = config or SandboxConfig()
+    limit = asyncio.Semaphore(config.workers or os.cpu_count() or 1)
+
+    async def one(source: str) -> RunResult:
+        async with limit:
+            return await run_program(source, config=config)
+
+    return list(await asyncio.gather(*(one(source) for source in sources)))
+
+
+def run_programs(sources: Sequence[str], *, config: SandboxConfig | None = None) -> list[RunResult]:
+    """Synchronous :func:`run_programs_async` (not from inside a running event loop)."""
+    return asyncio.run(run_programs_async(sources, config=config))

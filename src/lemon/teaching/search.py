@@ -1,0 +1,164 @@
+"""The search teacher: execute candidate specs per training item, keep the best by R_orch.
+
+Candidates, in a fixed order: the template policy's team, its compute variant (maths), the
+fixed teams of :mod:`lemon.policy.teams`, and every single-field mutant of the template. Each is
+executed on the configured capacity profile (one reuse cache per item, so mutants re-run only
+what changed; the backends may answer from the persistent call cache,
+:mod:`lemon.backends.callcache`) and scored with R_orch on tier-priced worker tokens
+(:mod:`lemon.pricing`); the candidate with the highest R_orch is written (ties: the first
+candidate, so the order is part of the method). The row's provenance records every
+candidate's reward and the tier prices used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lemon.backends.base import Backend, Decoding
+from lemon.data.items import CodeItem, Item
+from lemon.engine.executor import CallCache, ExecutionOptions, execute
+from lemon.policy.prompt import spec_completion
+from lemon.policy.teams import Team, team_spec
+from lemon.policy.template import TemplateVariant, template_spec
+from lemon.pricing import TierPrices, resolve_prices
+from lemon.reward import RewardConfig, orchestration_reward
+from lemon.spec.models import Capacity, Spec
+from lemon.spec.mutations import mutations
+from lemon.spec.validation import parse_spec
+from lemon.tasks import TaskKind, classify_task, item_prefills, task_text
+from lemon.teaching.rows import Progress, TeacherStats, sft_row, write_rows
+
+__all__ = ["Candidate", "SearchSettings", "candidate_specs", "search_teacher"]
+
+_TEAMS = (Team.SINGLE, Team.POT, Team.CHAIN, Team.PLAN_POT, Team.STAR)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    origin: str
+    spec: Spec
+
+
+def candidate_specs(task: str, limit: int, *, kind: TaskKind | None = None) -> list[Candidate]:
+    """Up to ``limit`` distinct candidate specs for ``task``, in a fixed order: the template,
+    its compute variant, fixed teams, then the template's single-field mutants."""
+    kind = kind or classify_task(task)
+    _, spec, text = template_spec(task, kind=kind)
+    found: list[Candidate] = [Candidate("template", spec)]
+    if kind is TaskKind.MATH:
+        compute = template_spec(task, kind=kind, variant=TemplateVariant.COMPUTE)[1]
+        found.append(Candidate(f"template:{TemplateVariant.COMPUTE}", compute))
+    found += [Candidate(f"topology:{team}", team_spec(team, task, kind=kind)) for team in _TEAMS]
+    parsed = parse_spec(text)
+    found += [
+        Candidate(f"mutant:{m.kind.value}:{m.agent}:{m.target}", m.spec) for m in mutations(parsed)
+    ]
+    unique: list[Candidate] = []
+    seen: set[str] = set()
+    for candidate in found:
+        key = spec_completion(candidate.spec, candidate.spec.output)
+        if key not in seen:
+            seen.add(key)
+            unique.append(candidate)
+    return unique[:limit]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    candidates: int = 6
+    max_tokens: int = 128
+    concurrency: int = 2
+    rewards: RewardConfig = field(default_factory=RewardConfig)
+    deadline_s: float = 900.0
+    prices: TierPrices | None = None
+    """Tier prices of the workers' profile (None: ``rewards.tier_prices``, else the defaults);
+    ``rewards.tier_prices``, when set, wins over these."""
+
+
+def _success(item: Item, answer: str | None) -> float:
+    if answer is None:
+        return 0.0
+    if isinstance(item, CodeItem):
+        from lemon.scoring.code import score_code
+
+        return float(score_code([item], [answer])[0].passed)
+    from lemon.scoring.scorer import score_item
+
+    return float(score_item(item, answer).correct)
+
+
+async def search_teacher(
+    items: Sequence[Item],
+    *,
+    backends: Mapping[Capacity, Backend],
+    out: Path,
+    settings: SearchSettings = SearchSettings(),
+    progress: Progress | None = None,
+) -> TeacherStats:
+    """Execute candidate specs per item and append the best (by R_orch) as an SFT row."""
+    semaphore = asyncio.Semaphore(settings.concurrency)
+    workers = sorted({b.label for b in backends.values()})
+    prices = settings.rewards.tier_prices or settings.prices or resolve_prices()
+
+    async def row(item: Item, stats: TeacherStats) -> dict[str, Any] | None:
+        task = task_text(item)
+        options = ExecutionOptions(
+            decoding=Decoding(max_tokens=settings.max_tokens),
+            deadline_s=settings.deadline_s,
+            prefill=item_prefills(item),
+        )
+        cache = CallCache()
+        scored: list[dict[str, Any]] = []
+        best: tuple[float, Candidate] | None = None
+        async with semaphore:
+            for candidate in candidate_specs(task, settings.candidates):
+                result = await execute(
+                    candidate.spec, task=task, backends=backends, options=options, cache=cache
+                )
+                stats.executions += 1
+                stats.reused_calls += result.reused_calls
+                stats.cache_hits += result.cache_hits
+                success = _success(item, result.answer) if result.status == "succeeded" else 0.0
+                tokens = result.tokens()["total"]
+                priced = prices.priced(result.tokens_by_tier())
+                reward = orchestration_reward(
+                    success,
+                    worker_tokens=tokens,
+                    priced_tokens=priced,
+                    agents=len(candidate.spec.agents),
+                    edges=sum(len(a.depends_on) for a in candidate.spec.agents),
+                    valid=result.status == "succeeded",
+                    config=settings.rewards,
+                )
+                scored.append(
+                    {
+                        "origin": candidate.origin,
+                        "reward": round(reward, 6),
+                        "success": success,
+                        "worker_tokens": tokens,
+                        "priced_tokens": round(priced, 3),
+                        "status": result.status,
+                    }
+                )
+                if best is None or reward > best[0]:
+                    best = (reward, candidate)
+        if best is None:
+            return None
+        chosen = next(s for s in scored if s["origin"] == best[1].origin)
+        provenance = {
+            "teacher": "search",
+            "benchmark": item.benchmark.value,
+            "chosen": best[1].origin,
+            **{k: chosen[k] for k in ("reward", "success", "worker_tokens", "priced_tokens")},
+            "tier_prices": prices.to_json(),
+            "workers": workers,
+            "candidates": scored,
+        }
+        stats.details.append(provenance)
+        return sft_row(item.id, task, best[1].spec, provenance)
+
+    return await write_rows(items, out=out, row=row, progress=progress)

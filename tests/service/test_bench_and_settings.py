@@ -1,0 +1,135 @@
+"""`lemon bench grpc` end to end (small), the cluster profile from a LemonCapacityProfile's
+status, and `lemon client`/`lemon serve` usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lemon.spec.models import Capacity
+from lemon_service.settings import SettingsError, profile_from_status
+from tests.conftest import ROOT, run_lemon
+from tests.service.conftest import ServeProcess
+
+
+def test_bench_grpc_prints_the_load_figures() -> None:
+    done = run_lemon(
+        *("bench", "grpc", "--json", "--clients", "4", "--per-client", "3", "--single", "3")
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for key in ("rps", "p50_ms", "p99_ms", "lost", "duplicated", "ghz_rps"):
+        assert key in result, key
+    # The time outside the engine excludes the engine's own run, which the end-to-end includes.
+    assert 0 < result["p50_ms"] < result["e2e_p50_ms"]
+    assert result["one_client_engine_wall_p50_ms"] >= 3 * 20  # 3 calls of L = 20 ms
+    assert result["server_engine_wall_p50_ms"] >= 3 * 20
+    assert result["e2e_over_one_client_p50"] > 0
+    assert result["requests"] == 12
+    assert result["lost"] == result["duplicated"] == result["errors"] == 0
+    assert result["ghz_count"] == 12
+    assert result["ghz_status"] == {"OK": 12}
+    assert result["rps"] > 0
+
+
+def _resource(tmp_path: Path, tiers: list[dict[str, object]]) -> Path:
+    resource = {
+        "apiVersion": "lemon.ai/v1alpha1",
+        "kind": "LemonCapacityProfile",
+        "metadata": {"name": "gpu-pool"},
+        "spec": {"small": {"model": "HuggingFaceTB/SmolLM2-135M-Instruct"}},
+        "status": {"tiers": tiers},
+    }
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(resource))
+    return path
+
+
+def test_cluster_profile_uses_the_tier_urls_from_the_status(tmp_path: Path) -> None:
+    path = _resource(
+        tmp_path,
+        [
+            {
+                "tier": "small",
+                "inferenceService": "gpu-pool-small",
+                "url": "http://gpu-pool-small.ns.svc",
+                "ready": True,
+            },
+            {
+                "tier": "large",
+                "inferenceService": "gpu-pool-large",
+                "url": "http://gpu-pool-large.ns.svc/",
+                "ready": True,
+            },
+            {"tier": "medium", "inferenceService": "gpu-pool-medium", "ready": False},
+        ],
+    )
+    profile = profile_from_status(path)
+    assert profile.name == "gpu-pool"
+    small, medium, large = (profile.tiers[t] for t in Capacity)
+    assert (small.type, small.url, small.model) == (
+        "openai",
+        "http://gpu-pool-small.ns.svc/openai/v1",
+        "small",  # the operator serves each tier's model under the tier's name
+    )
+    assert large.url == "http://gpu-pool-large.ns.svc/openai/v1"
+    assert medium == large  # no endpoint yet: the nearest larger tier serves it
+    assert "medium uses large" in profile.description
+
+
+@pytest.mark.parametrize(
+    ("tiers", "message"),
+    [
+        ([], "no tier with a URL"),
+        ([{"tier": "huge", "inferenceService": "x", "ready": True}], "status.tiers"),
+    ],
+)
+def test_cluster_profile_errors_are_clear(
+    tmp_path: Path, tiers: list[dict[str, object]], message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message):
+        profile_from_status(_resource(tmp_path, tiers))
+
+
+def test_serve_usage_errors() -> None:
+    done = run_lemon("serve", "--tls-cert", "x.pem")
+    assert done.returncode == 2
+    assert "--tls-cert and --tls-key go together" in done.stderr
+    done = run_lemon("serve", "--profile", "nosuch")
+    assert done.returncode == 2
+    assert "unknown capacity profile 'nosuch'" in done.stderr
+    done = run_lemon("serve", "--max-concurrency", "0")
+    assert done.returncode == 2
+    assert "--max-concurrency" in done.stderr
+    done = run_lemon(
+        "serve", "--profile-status", str(ROOT / "examples" / "k8s" / "02-code-team.yaml")
+    )
+    assert done.returncode == 2
+    assert "not a LemonCapacityProfile resource" in done.stderr
+
+
+def test_client_commands(scripted_server: ServeProcess) -> None:
+    target = ("client", "--target", scripted_server.target)
+    good = ROOT / "examples" / "specs" / "01-single-solver.yaml"
+    bad = ROOT / "examples" / "k8s" / "03-invalid-reference.yaml"
+    valid = run_lemon(*target, "validate", str(good))
+    assert valid.returncode == 0, valid.stderr
+    invalid = run_lemon(*target, "validate", str(bad))
+    assert invalid.returncode == 1
+    assert f"{bad}:15:7: 'solver' depends on unknown agent 'ghost'" in invalid.stdout
+    ran = run_lemon(*target, "execute", "--spec", str(good), "--task", "2+2?", "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["agents"][0]["name"] == "solver"
+    streamed = run_lemon(*target, "stream", "--task", "2+2?")
+    assert streamed.returncode == 0, streamed.stderr
+    lines = [json.loads(line) for line in streamed.stdout.splitlines()]
+    assert "spec_ready" in lines[0]
+    assert lines[-1]["result"]["answer"] == "The answer is 42."
+    refused = run_lemon(*target, "orchestrate", "--task", " ")
+    assert refused.returncode == 1
+    assert "INVALID_ARGUMENT: task: must not be empty" in refused.stderr
+    missing = run_lemon(*target, "validate", "/no/such/file.yaml")
+    assert missing.returncode == 2
+    assert "cannot read /no/such/file.yaml" in missing.stderr

@@ -1,0 +1,177 @@
+"""The persistent call cache: keys, what is cached, and real concurrent processes on one file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lemon.backends.base import Decoding, GenerationRequest, LarkGrammar, Message
+from lemon.backends.callcache import (
+    CachedBackend,
+    PersistentCallCache,
+    cacheable,
+    default_cache_path,
+    request_key,
+    wrap_backends,
+)
+from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
+from lemon.engine.executor import CallCache, execute
+from lemon.spec import Capacity, load_spec
+from tests.conftest import EXAMPLES, ROOT, run_lemon
+
+DIGEST = ScriptedConfig(rules=(ScriptedRule(output="answer {digest}"),))
+
+
+def _request(text: str = "hi", **decoding: object) -> GenerationRequest:
+    return GenerationRequest((Message("user", text),), Decoding(**decoding))  # type: ignore[arg-type]
+
+
+def test_only_deterministic_calls_are_cacheable() -> None:
+    assert cacheable(_request())
+    assert cacheable(_request(temperature=0.7, seed=3))
+    assert not cacheable(_request(temperature=0.7))
+
+
+def test_the_key_covers_model_decoding_prompt_prefill_and_constraint() -> None:
+    base = _request()
+    keys = {
+        request_key("m", base),
+        request_key("other-model", base),
+        request_key("m", _request(max_tokens=10)),
+        request_key("m", _request(stop=("\n",))),
+        request_key("m", _request("hi!")),
+        request_key("m", GenerationRequest(base.messages, base.decoding, prefill="x")),
+        request_key("m", GenerationRequest(base.messages, base.decoding, raw_prompt="hi")),
+        request_key(
+            "m", GenerationRequest(base.messages, base.decoding, constraint=LarkGrammar("start: A"))
+        ),
+    }
+    assert len(keys) == 8
+    assert request_key("m", _request()) == request_key("m", base)
+
+
+def test_cached_backend_answers_from_disk(tmp_path: Path) -> None:
+    async def go() -> None:
+        inner = ScriptedBackend(DIGEST)
+        cache = PersistentCallCache(tmp_path / "c.sqlite")
+        backend = CachedBackend(inner, cache)
+        first = await backend.generate(_request())
+        again = await backend.generate(_request())
+        assert (first.cached, again.cached) == (False, True)
+        assert (again.text, again.prompt_tokens, again.completion_tokens) == (
+            first.text,
+            first.prompt_tokens,
+            first.completion_tokens,
+        )
+        assert inner.calls == 1
+        await backend.generate(_request(temperature=0.9))  # unseeded sampling: never cached
+        await backend.generate(_request(temperature=0.9))
+        assert inner.calls == 3
+        assert cache.stats().entries == 1
+        # a new process (a new connection) sees the entry
+        reopened = CachedBackend(
+            ScriptedBackend(DIGEST), PersistentCallCache(tmp_path / "c.sqlite")
+        )
+        assert (await reopened.generate(_request())).cached
+
+    asyncio.run(go())
+
+
+def test_runs_report_hits_and_keep_their_costs(tmp_path: Path) -> None:
+    async def go() -> None:
+        parsed = load_spec(EXAMPLES[0])
+        cache = PersistentCallCache(tmp_path / "c.sqlite")
+        tiers = {t: ScriptedBackend(DIGEST, tier=t.value) for t in Capacity}
+        cold = await execute(parsed.spec, task="t", backends=wrap_backends(tiers, cache))
+        warm = await execute(
+            parsed.spec, task="t", backends=wrap_backends(tiers, cache), cache=CallCache()
+        )
+        assert cold.cache_hits == 0
+        assert warm.cache_hits == len(parsed.spec.agents)
+        assert warm.calls == 0
+        assert warm.answer == cold.answer
+        assert warm.tokens() == cold.tokens()
+        assert warm.to_json()["cache_hits"] == warm.cache_hits
+
+    asyncio.run(go())
+
+
+_WORKER = """
+import asyncio, json, sys
+from lemon.backends.base import Decoding, GenerationRequest, Message
+from lemon.backends.callcache import CachedBackend, PersistentCallCache
+from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
+
+async def main() -> None:
+    path, worker = sys.argv[1], int(sys.argv[2])
+    inner = ScriptedBackend(ScriptedConfig(rules=(ScriptedRule(output="answer {digest}"),)))
+    backend = CachedBackend(inner, PersistentCallCache(path))
+    texts = {}
+    for i in range(60):
+        prompt = f"task {(i * 7 + worker) % 40}"
+        request = GenerationRequest((Message("user", prompt),), Decoding(max_tokens=8))
+        texts[prompt] = (await backend.generate(request)).text
+    print(json.dumps({"calls": inner.calls, "texts": texts}))
+
+asyncio.run(main())
+"""
+
+
+def test_real_processes_share_one_cache(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER, encoding="utf-8")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(path), str(w)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for w in range(6)
+    ]
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        outputs.append(json.loads(out))
+    merged: dict[str, str] = {}
+    for output in outputs:
+        for prompt, text in output["texts"].items():
+            assert merged.setdefault(prompt, text) == text  # every process saw the same answer
+    assert len(merged) == 40
+    cache = PersistentCallCache(path)
+    assert cache.stats().entries == 40
+    # 6 x 60 requests over 40 distinct prompts: most were answered from the shared file
+    assert sum(o["calls"] for o in outputs) < 6 * 60
+    assert sum(o["calls"] for o in outputs) >= 40
+
+
+def test_location_and_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEMON_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LEMON_CALL_CACHE", raising=False)
+    assert default_cache_path() == tmp_path / "calls.sqlite"
+    monkeypatch.setenv("LEMON_CALL_CACHE", "off")
+    assert default_cache_path() is None
+    monkeypatch.setenv("LEMON_CALL_CACHE", str(tmp_path / "x.sqlite"))
+    assert default_cache_path() == tmp_path / "x.sqlite"
+
+    path = tmp_path / "cli.sqlite"
+    cache = PersistentCallCache(path)
+    backend = CachedBackend(ScriptedBackend(DIGEST), cache)
+    for text in ("a", "b", "c"):
+        asyncio.run(backend.generate(_request(text)))
+    stats = run_lemon("cache", "stats", "--path", str(path), "--json")
+    assert stats.returncode == 0, stats.stderr
+    data = json.loads(stats.stdout)
+    assert data["entries"] == 3
+    assert data["models"] == {"scripted:scripted:any": 3}
+    cleared = run_lemon("cache", "clear", "--path", str(path), "--json")
+    assert json.loads(cleared.stdout)["removed"] == 3
+    assert PersistentCallCache(path).stats().entries == 0

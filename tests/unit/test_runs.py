@@ -1,0 +1,446 @@
+"""LemonRun's pure parts: the resource model (and the rules the CRD's CEL repeats), cost,
+preview, planning a run from the objects it reads, the status of each phase, the manifests."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from lemon.events import (
+    AgentFinished,
+    Event,
+    RunFinished,
+    TraceTruncated,
+    decode_event,
+    render_table,
+)
+from lemon.resources import TierStatus, crd
+from lemon.resources.lemon_run import (
+    LemonRunSpec,
+    RunAgentStatus,
+    RunTokens,
+    answer_preview,
+    needed_tiers,
+    tier_cost,
+    tier_endpoint,
+)
+from lemon.spec import Capacity, parse_spec
+from lemon_operator import manifests
+from lemon_operator.orchestration import ServiceSettings
+from lemon_operator.run_plans import Ready, Refused, Waiting, plan_run, referenced
+from lemon_operator.run_results import (
+    MAX_TRACE_BYTES,
+    ServiceRun,
+    failure_of,
+    finished_status,
+    pending_status,
+    refused_status,
+    running_status,
+    trace_text,
+)
+from lemon_service.runs import bounded_trace
+
+GOLDEN = Path(__file__).parent / "golden"
+SOURCES = {
+    "specRef": {"name": "team"},
+    "spec": {"agents": [{"name": "solver", "role": "math_solver", "capacity": "small"}]},
+    "policyRef": {"name": "router"},
+}
+AT = "2026-01-02T03:04:05Z"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [combo for size in range(4) for combo in itertools.combinations(SOURCES, size)],
+    ids=lambda combo: "+".join(combo) or "none",
+)
+def test_a_run_needs_exactly_one_source_of_its_spec(given: tuple[str, ...]) -> None:
+    body = {"task": "What is 2 + 3?", **{key: SOURCES[key] for key in given}}
+    if len(given) == 1:
+        assert LemonRunSpec.model_validate(body).task == "What is 2 + 3?"
+    else:
+        with pytest.raises(ValidationError, match="exactly one of specRef, spec or policyRef"):
+            LemonRunSpec.model_validate(body)
+
+
+def test_the_crd_states_the_same_rules_in_cel() -> None:
+    spec = crd("LemonRun")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    rules = {rule["message"]: rule["rule"] for rule in spec["spec"]["x-kubernetes-validations"]}
+    assert rules["exactly one of specRef, spec or policyRef is needed"] == (
+        "(has(self.specRef) ? 1 : 0) + (has(self.spec) ? 1 : 0) + "
+        "(has(self.policyRef) ? 1 : 0) == 1"
+    )
+    assert rules["a run's spec is immutable; create a new LemonRun"] == "self == oldSelf"
+    inline = spec["spec"]["properties"]["spec"]
+    assert inline["properties"]["agents"]["x-kubernetes-list-map-keys"] == ["name"]
+    assert spec["spec"]["required"] == ["task"]
+    for field, node in spec["spec"]["properties"].items():
+        assert node.get("description"), field
+
+
+def test_bad_fields_are_refused_with_their_bounds() -> None:
+    base = {"task": "t", "specRef": {"name": "team"}}
+    for bad in ({"deadlineSeconds": 0}, {"maxTokens": 0}, {"ttlSecondsAfterFinished": -1},
+                {"task": " "}, {"specRef": {"name": "Team"}}, {"unknown": 1}):  # fmt: skip
+        with pytest.raises(ValidationError):
+            LemonRunSpec.model_validate({**base, **bad})
+
+
+def agent(name: str, tier: str, tokens: tuple[int, int], **extra: Any) -> RunAgentStatus:
+    prompt, completion = tokens
+    return RunAgentStatus(
+        name=name,
+        tier=tier,
+        status=extra.pop("status", "succeeded"),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        tokens=prompt + completion,
+        **extra,
+    )
+
+
+def test_cost_prices_each_agents_tokens_at_its_tier() -> None:
+    agents = [agent("a", "small", (100, 20)), agent("b", "large", (300, 50))]
+    prices = {"small": 0.000001, "large": 0.00001}
+    assert tier_cost(agents, prices=prices) == pytest.approx(120e-6 + 350e-5)
+    assert tier_cost(agents, prices={"small": 0.5}) == 60.0  # an unpriced tier costs nothing
+    assert tier_cost([], prices=prices) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "preview"),
+    [
+        (None, None),
+        ("42", "42"),
+        ("  The answer is 42.  ", "The answer is 42."),
+        ("\n\nStep 1: add.\nStep 2: multiply.", "Step 1: add.…"),
+        ("x" * 100, "x" * 59 + "…"),
+        ("", ""),
+    ],
+)
+def test_answer_preview_is_one_short_line(answer: str | None, preview: str | None) -> None:
+    assert answer_preview(answer) == preview
+
+
+def test_needed_tiers_skip_tool_agents() -> None:
+    text = """\
+agents:
+- {name: coder, role: programmer, capacity: large}
+- {name: run, role: python_executor, capacity: medium, depends_on: [coder]}
+- {name: check, role: verifier, capacity: small, depends_on: [run]}
+"""
+    assert needed_tiers(parse_spec(text).spec) == [Capacity.SMALL, Capacity.LARGE]
+
+
+def test_tier_endpoint_is_kserves_openai_path_and_the_tier_as_model() -> None:
+    ready = TierStatus(
+        tier=Capacity.MEDIUM, inference_service="p-medium", url="http://h/", ready=True
+    )
+    assert tier_endpoint(ready) == ("http://h/openai/v1", "medium")
+    assert tier_endpoint(ready.model_copy(update={"url": None})) is None
+
+
+# ── planning ──────────────────────────────────────────────────────────────────────────────
+
+
+def run_body(source: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "team-a", "name": "r1", "uid": "uid-1", "generation": 1},
+        "spec": {"task": "What is 2 + 3?", **source, **extra},
+    }
+
+
+def profile(*, ready: tuple[str, ...] = ("small", "medium")) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "default"},
+        "spec": {
+            "small": {"model": "org/small", "costPerToken": 0.001},
+            "medium": {"model": "org/medium", "costPerToken": 0.002},
+        },
+        "status": {
+            "tiers": [
+                {"tier": tier, "inferenceService": f"default-{tier}",
+                 "url": f"http://default-{tier}.team-a", "ready": tier in ready}
+                for tier in ("small", "medium")
+            ]
+        },
+    }  # fmt: skip
+
+
+PAIR = {
+    "agents": [
+        {"name": "planner", "role": "planner", "capacity": "small"},
+        {"name": "solver", "role": "math_solver", "capacity": "medium", "depends_on": ["planner"]},
+    ],
+}
+
+
+def test_an_inline_run_with_ready_tiers_is_planned_in_full() -> None:
+    plan = plan_run(
+        run_body({"spec": PAIR}, maxTokens=16, deadlineSeconds=60),
+        source=None,
+        profile_of={"default": profile()}.get,
+    )
+    assert isinstance(plan, Ready)
+    order = plan.order
+    assert order.run_id == "uid-1"
+    assert order.source == "LemonRun team-a/r1 (inline spec)"
+    assert order.tiers == [
+        ("small", "http://default-small.team-a/openai/v1", "small"),
+        ("medium", "http://default-medium.team-a/openai/v1", "medium"),
+    ]
+    assert parse_spec(order.spec or "").spec.agents[1].depends_on == ["planner"]
+    assert (order.max_tokens, order.deadline_s, order.policy) == (16, 60.0, None)
+    assert plan.prices == {"small": 0.001, "medium": 0.002}
+    assert plan.profile == "default"
+
+
+@pytest.mark.parametrize(
+    ("found", "reason"),
+    [
+        (None, "ProfileNotFound"),
+        ({"spec": {"small": {"model": "org/small"}}}, "TierNotInProfile"),
+        (profile(ready=("small",)), "TiersNotReady"),
+        ({"spec": {"small": {"model": "bad model"}}}, "ProfileInvalid"),
+    ],
+)
+def test_runs_wait_for_their_profile_and_tiers(found: dict[str, Any] | None, reason: str) -> None:
+    plan = plan_run(run_body({"spec": PAIR}), source=None, profile_of=lambda _: found)
+    assert isinstance(plan, Waiting)
+    assert plan.reason == reason
+    assert plan.tiers_ready is False
+    if reason == "TiersNotReady":
+        assert plan.message == "waiting for medium of profile default"
+
+
+def test_an_invalid_inline_spec_is_refused_with_its_errors() -> None:
+    cyclic = {
+        "agents": [
+            {"name": "a", "role": "planner", "capacity": "small", "depends_on": ["b"]},
+            {"name": "b", "role": "planner", "capacity": "small", "depends_on": ["a"]},
+        ],
+        "output": "a",
+    }
+    plan = plan_run(run_body({"spec": cyclic}), source=None, profile_of=lambda _: profile())
+    assert isinstance(plan, Refused)
+    assert plan.reason == "SpecInvalid"
+    assert "dependency cycle" in plan.message
+
+
+def test_a_spec_ref_runs_that_spec_on_its_profile() -> None:
+    body = run_body({"specRef": {"name": "team"}})
+    assert referenced(body) == ("LemonSpec", "team")
+    lemonspec = {"metadata": {"name": "team", "generation": 3},
+                 "spec": {"profile": "gpu", **PAIR}}  # fmt: skip
+    plan = plan_run(body, source=lemonspec, profile_of={"gpu": profile()}.get)
+    assert isinstance(plan, Ready)
+    assert plan.profile == "gpu"
+    assert plan.order.source == "LemonSpec team-a/team (generation 3)"
+    assert "kind: LemonSpec" in (plan.order.spec or "")
+    missing = plan_run(body, source=None, profile_of={"gpu": profile()}.get)
+    assert isinstance(missing, Waiting)
+    assert missing.reason == "SpecNotFound"
+    broken = {"metadata": {"name": "team"}, "spec": {"agents": [{**PAIR["agents"][0],
+              "depends_on": ["ghost"]}]}}  # fmt: skip
+    waiting = plan_run(body, source=broken, profile_of={"default": profile()}.get)
+    assert isinstance(waiting, Waiting)
+    assert waiting.reason == "SpecInvalid"
+    assert "ghost" in waiting.message
+
+
+def test_a_policy_ref_waits_for_the_served_version_then_uses_every_tier() -> None:
+    body = run_body({"policyRef": {"name": "router"}})
+    assert referenced(body) == ("LemonPolicy", "router")
+    policy: dict[str, Any] = {"metadata": {"name": "router"}, "status": {"ready": False}}
+    waiting = plan_run(body, source=policy, profile_of=lambda _: profile())
+    assert isinstance(waiting, Waiting)
+    assert waiting.reason == "PolicyNotReady"
+    policy["status"] = {"ready": True, "url": "http://router-policy.team-a", "servedVersion": "v2"}
+    plan = plan_run(body, source=policy, profile_of=lambda _: profile())
+    assert isinstance(plan, Ready)
+    assert plan.order.spec is None
+    assert plan.order.policy is not None
+    assert plan.order.policy.url == "http://router-policy.team-a/openai/v1"
+    assert plan.order.policy.model == "router"
+    assert plan.order.policy.name == "LemonPolicy team-a/router@v2"
+    assert [tier for tier, _, _ in plan.order.tiers] == ["small", "medium"]
+
+
+# ── statuses ──────────────────────────────────────────────────────────────────────────────
+
+
+def service_run(phase: str = "succeeded", **extra: Any) -> ServiceRun:
+    agents = (
+        agent("planner", "small", (100, 10), model="openai:x#small", latency_seconds=0.5),
+        agent("solver", "medium", (200, 20), model="openai:y#medium", latency_seconds=1.5),
+    )
+    fields: dict[str, Any] = {
+        "run_id": "uid-1",
+        "phase": phase,
+        "answer": "The answer is 8 dollars.",
+        "spec": "agents: []\n",
+        "spec_origin": "LemonSpec team-a/team (generation 1)",
+        "agents": agents,
+        "tokens": RunTokens(prompt=300, completion=30, total=330),
+        "wall_s": 2.0,
+        **extra,
+    }
+    return ServiceRun(**fields)
+
+
+def test_a_succeeded_run_records_answer_agents_tokens_and_cost() -> None:
+    running = running_status(
+        run_id="uid-1", profile="default", target="svc:50051", generation=1, at=AT, previous={}
+    )
+    status = finished_status(
+        service_run(),
+        prices={"small": 0.001, "medium": 0.002},
+        trace="r1-trace",
+        generation=1,
+        at=AT,
+        previous=running,
+        profile="default",
+        started=AT,
+    )
+    assert status["phase"] == "Succeeded"
+    assert (status["runId"], status["profile"], status["startTime"]) == ("uid-1", "default", AT)
+    assert status["answer"] == "The answer is 8 dollars."
+    assert status["answerPreview"] == "The answer is 8 dollars."
+    assert status["tokens"] == {"prompt": 300, "completion": 30, "total": 330}
+    assert status["cost"] == pytest.approx(110 * 0.001 + 220 * 0.002)
+    assert [a["name"] for a in status["agents"]] == ["planner", "solver"]
+    assert status["agents"][1] == {
+        "name": "solver", "role": "", "tier": "medium", "model": "openai:y#medium",
+        "status": "succeeded", "promptTokens": 200, "completionTokens": 20, "tokens": 220,
+        "latencySeconds": 1.5, "attempts": 0,
+    }  # fmt: skip
+    assert status["trace"] == "r1-trace"
+    assert status["completionTime"] == AT
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Succeeded"]["status"] == "True"
+    assert conditions["Succeeded"]["observedGeneration"] == 1
+    assert conditions["Submitted"]["status"] == "True"
+    assert conditions["TiersReady"]["status"] == "True"
+
+
+def test_a_failed_run_names_the_failed_agent_and_keeps_no_answer() -> None:
+    failed = service_run(
+        "failed",
+        answer="",
+        error="agent solver (medium) failed after 4 attempt(s): connection refused",
+        agents=(
+            agent("planner", "small", (100, 10)),
+            agent("solver", "medium", (0, 0), status="failed", error="connection refused"),
+        ),
+    )
+    assert failure_of(failed) is not None
+    status = finished_status(failed, prices={}, trace=None, generation=1, at=AT, previous={})
+    assert status["phase"] == "Failed"
+    assert "answer" not in status
+    assert status["message"].startswith("agent solver (medium) failed")
+    succeeded = {c["type"]: c for c in status["conditions"]}["Succeeded"]
+    assert (succeeded["status"], succeeded["reason"]) == ("False", "AgentFailed")
+
+
+@pytest.mark.parametrize(
+    ("run", "reason"),
+    [
+        (service_run(), None),
+        (service_run("cancelled", error="cancelled by CancelRun"), "Cancelled"),
+        (service_run("failed", run_error="run deadline of 5 s reached"), "DeadlineExceeded"),
+        (service_run("failed", agents=(), error="INTERNAL: boom"), "ServiceError"),
+    ],
+)
+def test_failures_are_classified(run: ServiceRun, reason: str | None) -> None:
+    failure = failure_of(run)
+    assert (failure.reason if failure else None) == reason
+
+
+def test_pending_says_why_and_keeps_transition_times_while_it_holds() -> None:
+    first = pending_status(reason="TiersNotReady", message="waiting for medium",
+                           tiers_ready=False, generation=1, at=AT, previous={})  # fmt: skip
+    assert first["phase"] == "Pending"
+    conditions = {c["type"]: c for c in first["conditions"]}
+    assert (conditions["TiersReady"]["status"], conditions["TiersReady"]["reason"]) == (
+        "False", "TiersNotReady",
+    )  # fmt: skip
+    assert conditions["Succeeded"]["status"] == "Unknown"
+    again = pending_status(reason="TiersNotReady", message="waiting for medium",
+                           tiers_ready=False, generation=1, at="2027-01-01T00:00:00Z",
+                           previous=first)  # fmt: skip
+    assert again == first  # nothing to write
+    refused = refused_status(reason="Rejected", message="no", generation=1, at=AT, previous=first)
+    assert refused["phase"] == "Failed"
+    assert {c["type"]: c["status"] for c in refused["conditions"]} == {
+        "Submitted": "False", "Succeeded": "False",
+    }  # fmt: skip
+
+
+def test_trace_text_is_bounded() -> None:
+    lines = [json.dumps({"event": "agent_finish", "output": "x" * 1000})] * 10
+    assert trace_text(lines).count("\n") == 10
+    huge = [json.dumps({"event": "e", "output": "x" * 1000})] * (MAX_TRACE_BYTES // 1000 + 10)
+    assert isinstance(decode_event(json.loads(trace_text(huge))), TraceTruncated)
+
+
+def test_the_service_bounds_a_trace_keeping_its_end() -> None:
+    trace: list[Event] = [
+        AgentFinished(agent=f"a{i}", status="succeeded", output="y" * 5000, t=i) for i in range(50)
+    ]
+    trace.append(RunFinished(status="succeeded", t=50.0))
+    lines = bounded_trace(trace, max_bytes=20_000)
+    assert sum(len(line.encode()) + 1 for line in lines) <= 20_000
+    decoded = [decode_event(json.loads(line)) for line in lines]  # the one decoder reads it back
+    assert isinstance(decoded[-1], RunFinished)
+    note = decoded[-2]
+    assert isinstance(note, TraceTruncated)
+    assert (note.left_out, note.limit_bytes) == (51 - (len(lines) - 1), 20_000)
+    assert all(len(json.loads(line).get("output", "")) < 2100 for line in lines)
+    assert "events left out of this trace" in render_table(decoded)
+    short = bounded_trace(trace[-3:], max_bytes=20_000)  # fits: outputs cut, nothing left out
+    assert [type(decode_event(json.loads(line))) for line in short] == [
+        AgentFinished, AgentFinished, RunFinished,
+    ]  # fmt: skip
+
+
+# ── manifests and settings ────────────────────────────────────────────────────────────────
+
+
+def test_trace_config_map_and_spec_run_match_golden() -> None:
+    built = {
+        "trace": manifests.build_trace_config_map(
+            "r1", namespace="team-a", uid="uid-1", text='{"event": "run_finish"}\n'
+        ),
+        "spec-run": manifests.build_spec_run(
+            "team", namespace="team-a", uid="uid-2", generation=3, task="What is 2 + 3?",
+            body={"task": "What is 2 + 3?", "profile": "gpu", **PAIR, "output": None},
+            profile="gpu",
+        ),
+    }  # fmt: skip
+    path = GOLDEN / "lemonrun-objects.yaml"
+    text = yaml.safe_dump(built, sort_keys=False)
+    if os.environ.get("LEMON_UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"{path.name} differs (LEMON_UPDATE_GOLDEN=1)"
+    assert LemonRunSpec.model_validate(built["spec-run"]["spec"]).spec is not None
+
+
+def test_service_settings_come_from_the_environment(tmp_path: Path) -> None:
+    assert ServiceSettings.from_env({}) is None
+    settings = ServiceSettings.from_env({
+        "LEMON_SERVICE_TARGET": "lemon-service.lemon.svc:50051",
+        "LEMON_SERVICE_TOKEN_FILE": str(tmp_path / "token"),
+        "LEMON_SERVICE_TLS_CA": "/etc/ca.crt",
+    })  # fmt: skip
+    assert settings is not None
+    assert settings.target == "lemon-service.lemon.svc:50051"
+    assert settings.tls_ca == Path("/etc/ca.crt")
+    (tmp_path / "token").write_text("s3cret\n")
+    assert settings.metadata() == (("authorization", "Bearer s3cret"),)

@@ -1,0 +1,122 @@
+"""Teachers: candidate generation, best-by-R_orch selection, resumable rows, LLM filtering.
+
+Workers here are the ``scripted`` test double (the selection logic is under test); the LLM
+teacher against a real model server is in tests/model/test_policy_models.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+
+from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
+from lemon.data.items import Benchmark, NumericItem
+from lemon.policy.prompt import policy_messages
+from lemon.policy.template import template_spec
+from lemon.spec.models import Capacity
+from lemon.spec.validation import parse_spec
+from lemon.teaching import SearchSettings, candidate_specs, llm_teacher, search_teacher
+from tests.conftest import run_lemon
+
+ITEMS = [
+    NumericItem(
+        id=f"t-{i}",
+        benchmark=Benchmark.GSM8K,
+        question=f"What is {i} + 2?",
+        answer=i + 2,
+        answer_text=str(i + 2),
+    )
+    for i in range(3)
+]
+
+
+def backends(rules: list[ScriptedRule]) -> dict[Capacity, ScriptedBackend]:
+    double = ScriptedBackend(ScriptedConfig(name="workers", rules=tuple(rules)))
+    return dict.fromkeys(Capacity, double)
+
+
+def test_candidates_are_distinct_valid_and_start_with_the_template() -> None:
+    found = candidate_specs("What is 2 + 2?", limit=50)
+    assert found[0].origin == "template"
+    assert found[0].spec == template_spec("What is 2 + 2?")[1]
+    texts = {c.origin for c in found}
+    assert len(texts) == len(found) > 8
+    assert any(c.origin.startswith("mutant:drop_dependency") for c in found)
+    assert len(candidate_specs("What is 2 + 2?", limit=3)) == 3
+
+
+def test_search_keeps_the_candidate_with_the_best_reward(tmp_path: Path) -> None:
+    # Only a verifier answers correctly: teams with a verifier succeed, the rest fail, so the
+    # cheapest team that contains a verifier must win.
+    rules = [
+        ScriptedRule(match="You are a verifier", output="The answer is 4."),
+        ScriptedRule(output="I am not sure."),
+    ]
+    out = tmp_path / "sft.jsonl"
+    stats = asyncio.run(
+        search_teacher(
+            ITEMS[2:], backends=backends(rules), out=out, settings=SearchSettings(candidates=12)
+        )
+    )
+    assert stats.written == 1
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    provenance = row["provenance"]
+    winners = [c for c in provenance["candidates"] if c["success"] == 1.0]
+    assert winners, provenance
+    best = max(provenance["candidates"], key=lambda c: c["reward"])
+    assert provenance["chosen"] == best["origin"]
+    assert best["success"] == 1.0
+    spec = parse_spec(row["completion"][0]["content"]).spec
+    assert any(a.role == "verifier" for a in spec.agents)
+    assert row["prompt"] == policy_messages(ITEMS[2].question)
+    assert stats.reused_calls > 0  # mutants reuse the template's unchanged calls
+
+
+def test_search_resumes_and_skips_done_items(tmp_path: Path) -> None:
+    out = tmp_path / "sft.jsonl"
+    settings = SearchSettings(candidates=2)
+    workers = backends([ScriptedRule(output="The answer is 3.")])
+    asyncio.run(search_teacher(ITEMS[:1], backends=workers, out=out, settings=settings))
+    with out.open("a") as sink:
+        sink.write('{"id": "t-1", "prompt": [')  # a torn line from an interrupted run
+    stats = asyncio.run(search_teacher(ITEMS, backends=workers, out=out, settings=settings))
+    assert (stats.skipped_done, stats.written) == (1, 2)
+    ids = []
+    for line in out.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            ids.append(json.loads(line)["id"])
+    assert sorted(ids) == ["t-0", "t-1", "t-2"]
+
+
+def test_llm_teacher_keeps_only_valid_specs(tmp_path: Path) -> None:
+    valid = "```yaml\nagents:\n  - name: solo\n    role: math_solver\n    capacity: small\n```"
+    teacher = ScriptedBackend(
+        ScriptedConfig(
+            name="teacher",
+            rules=(
+                ScriptedRule(match=r"What is 0 \+ 2", output="agents: [oops"),
+                ScriptedRule(output=valid),
+            ),
+        )
+    )
+    out = tmp_path / "llm.jsonl"
+    stats = asyncio.run(llm_teacher(ITEMS, backend=teacher, out=out))
+    assert (stats.written, stats.rejected) == (2, 1)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["id"] for r in rows} == {"t-1", "t-2"}
+    assert all(r["completion"][0]["content"].startswith("agents:\n  - name: solo") for r in rows)
+    assert all(r["provenance"]["teacher"] == "llm" for r in rows)
+
+
+def test_teacher_cli_with_the_scripted_profile(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    done = run_lemon(
+        "teacher", "search", "--benchmark", "gsm8k", "--limit", "2", "--candidates", "3",
+        "--profile", "scripted", "--out", str(out), "--json", "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["written"] == 2
+    bad = run_lemon("teacher", "search", "--benchmark", "nope", "--out", str(out))
+    assert bad.returncode == 2
+    assert "unknown benchmark 'nope'" in bad.stderr
