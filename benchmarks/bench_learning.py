@@ -338,6 +338,7 @@ def run_arm(job: dict[str, Any]) -> dict[str, Any]:
             )
             calls.append(total)
     wall = time.perf_counter() - started
+    print(f"arm {name} seed {seed} (G {job['group_size']}): {wall:.0f} s", file=sys.stderr)
     steps_to, calls_to = first_passage(curve, calls, args.target, args.eval_every)
     steps_90, _ = first_passage(curve, calls, 0.9, args.eval_every)
     first, last = history[: args.eval_every], history[-args.eval_every :]
@@ -512,7 +513,9 @@ def main(argv: list[str] | None = None) -> int:
             held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
             figures = simulator_figures(held)
             tok_dir, base, sft_report = warm_start(args, work)
+            print(f"warm start: {time.perf_counter() - started:.0f} s", file=sys.stderr)
             calibration = calibrate(args, tok_dir, base)
+            print(f"calibration: {json.dumps(calibration)}", file=sys.stderr)
             jobs = [
                 {
                     "args": args,
