@@ -592,11 +592,10 @@ def main(argv: list[str] | None = None) -> int:
         "cores": os.cpu_count(),
     }
     if args.save:
+        from lemon.atomic import write_json
+
         RESULTS.mkdir(parents=True, exist_ok=True)
-        target = RESULTS / f"{args.name}.json"
-        temp_path = target.with_name(f".{args.name}.json.tmp")
-        temp_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        temp_path.replace(target)
+        write_json(RESULTS / f"{args.name}.json", report)
     if args.json:
         print(json.dumps(report))
     else:
