@@ -287,6 +287,16 @@ class _CountedCalls:
                 stats.worker_calls += 1
 
 
+def simulated_outcome(result: Any) -> Outcome:
+    """The outcome of a simulator's evaluation (either simulator's ``Evaluation``)."""
+    return Outcome(
+        success=result.success,
+        worker_tokens=result.worker_tokens,
+        agents=result.agents,
+        edges=result.edges,
+    )
+
+
 def task_from_row(row: Mapping[str, Any]) -> SyntheticTask:
     """The simulator task a dataset row describes (columns written by ``synthetic_dataset``)."""
     from lemon.learning.simulator import Domain
@@ -310,24 +320,14 @@ class SyntheticReward(_CountedCalls, SpecReward):
 
     async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
         result = evaluate(parsed.spec, parsed.output, task_from_row(row), config=self.rewards)
-        return Outcome(
-            success=result.success,
-            worker_tokens=result.worker_tokens,
-            agents=result.agents,
-            edges=result.edges,
-        )
+        return simulated_outcome(result)
 
     async def score_mutant(
         self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
     ) -> Outcome:
         output = mutation.spec.output or parsed.output
         result = evaluate(mutation.spec, output, task_from_row(row), config=self.rewards)
-        return Outcome(
-            success=result.success,
-            worker_tokens=result.worker_tokens,
-            agents=result.agents,
-            edges=result.edges,
-        )
+        return simulated_outcome(result)
 
     def optimum(self, row: Mapping[str, Any]) -> float | None:
         return optimal(task_from_row(row), config=self.rewards)[1]
@@ -359,12 +359,7 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
         from lemon.learning import simulator_v2
 
         result = simulator_v2.evaluate(spec, output, self._task(row), config=self.rewards)
-        return Outcome(
-            success=result.success,
-            worker_tokens=result.worker_tokens,
-            agents=result.agents,
-            edges=result.edges,
-        )
+        return simulated_outcome(result)
 
     def optimum(self, row: Mapping[str, Any]) -> float | None:
         from lemon.learning import simulator_v2
