@@ -1,314 +1,609 @@
-"""Does counterfactual GRPO learn faster? A measured answer on the synthetic simulator, on CPU.
+"""Does counterfactual credit make GRPO learn faster? Simulator v2, paired seeds, four arms.
 
-For each seed: a tiny random Llama (with a small byte-level BPE trained on the simulator's
-text, :mod:`lemon_train.tiny_policy`) is SFT-warm-started on
-teacher specs of the simulator (:mod:`lemon.learning.simulator`: valid specs with the right
-role but random tiers, duties and verifier), its invalid-spec rate is measured on fresh tasks
-(sampled at the GRPO temperature), then GRPO runs twice from that same SFT version: global-only
-(``counterfactual.enabled: false``) and with counterfactual span credit. Both runs go through
-``lemon_train.sft.run`` / ``lemon_train.grpo.run`` (the code ``lemon train`` runs).
+The environment is :mod:`lemon.learning.simulator_v2` (a simulator, not a benchmark: closed-form
+R_orch, optimum known, needs the task read). One SFT warm start (a small GRU encoder-decoder
+policy, :class:`lemon_train.simloop.GruPolicy`, on the simulator's stingy teacher: right roles
+and duties, each tier one too low with probability 0.6) is shared by every arm and seed. Then,
+per seed, four GRPO arms start from it with the same task stream (``tasks_per_step`` fresh tasks
+per step, the same for every arm of a seed) and the same sampling generator seed:
 
-Per GRPO step the reward function logs ``optimum_ratio``: the batch's mean of R(spec)/R*(task)
-(R* the task's known optimum; an invalid spec counts with ``invalid_reward``). Smoothed over
-``--window`` steps, the first step where it reaches 0.9 is that run's steps-to-90%; a run
-that never gets there counts as ``steps + 1`` (censored, flagged ``reached: false``).
-``ratio`` = mean steps-to-90% with counterfactual credit / mean steps-to-90% global-only
-(goal ≤ 0.7). This is a simulator: it says whether the machinery learns, not how well a real
-policy orchestrates.
+- ``global``: plain GRPO (group-normalised advantages only), group size ``G``;
+- ``paper``: counterfactual credit with the paper's kinds (``drop_dependency``,
+  ``rollback_role``, ``downgrade_capacity``), per-mutant ``Δc = R − R(m)``;
+- ``two_way``: counterfactual credit with the two-way edits added (``upgrade_capacity``,
+  ``remove_agent``): a capacity field is scored at every tier and credited ``R − mean over
+  tiers``, presence fields ``R(present) − R(absent)`` (:func:`lemon_train.credit.field_credits`);
+- ``global_cost``: plain GRPO with ``G`` raised until it spends as many worker calls as
+  ``two_way`` (calls counted with a reuse cache living for one generation batch, as the
+  engine's cache would answer them; calibrated on the warm start's samples).
 
-Run: ``lemon bench learning --json`` (about 20 min on 2 CPU cores); ``--quick`` for a smoke run.
+The loop is :mod:`lemon_train.simloop` (the trainer's reward function and credit functions,
+TRL's dapo loss gradient at ratio 1; see there for what differs from ``lemon train grpo``).
+Every ``eval_every`` steps the greedy policy writes a spec for each of 64 fixed held-out tasks;
+its expected R over them, divided by their optimum R* (Σ R / Σ R*), is the curve. From it:
+steps to reach ``target`` (0.8) of R* (linear interpolation between evaluations; a run that
+never gets there counts as ``steps + eval_every``, flagged), the cumulative worker calls at that
+point, and the area under the curve (its mean level over the run).
+
+Headline figures (ratios of means over seeds, each with a 95% bootstrap interval over seeds,
+resampled as pairs; paired differences beside them):
+
+- ``ratio``: steps to 80%, ``two_way`` / ``global`` (equal G; goal ≤ 0.6);
+- ``cost_ratio``: worker calls to 80%, ``two_way`` / ``global_cost``;
+- ``paper_kinds_ratio``: steps to 80%, ``paper`` / ``global``;
+- ``task_blind_share``: the best task-blind spec's share of R* on the held-out tasks
+  (goal ≤ 0.7), beside a uniform-random policy's, the best policy that reads roles and duties
+  but fixes every tier (``fixed_tier_share``), and the stingy teacher's greedy spec's.
+
+Run: ``lemon bench learning --json`` (``--save`` writes ``benchmarks/results/learning-cpu-v2/``);
+``--quick`` for a smoke run. Uses ``--workers`` processes (default 2, one torch thread each).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results" / "learning-cpu"
+RESULTS = Path(__file__).resolve().parent / "results" / "learning-cpu-v2"
+HELD_OUT_SEED = 777
+SFT_SEED = 500
+STREAM_SEED = 10_000
+CALIBRATION_SEED = 20_000
+ARMS = ("global", "paper", "two_way", "global_cost")
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="lemon bench learning", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="tiny settings (about a minute)")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--sft-steps", type=int, default=300)
-    parser.add_argument("--steps", type=int, default=150, help="GRPO steps per run")
-    parser.add_argument("--tasks-per-step", type=int, default=2)
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=1e-3, help="GRPO learning rate")
-    parser.add_argument("--sft-lr", type=float, default=3e-3)
-    parser.add_argument("--lambda-cf", type=float, default=2.0)
-    parser.add_argument("--max-mutants", type=int, default=4)
-    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
-    parser.add_argument("--hidden", type=int, default=64, help="tiny model hidden size")
-    parser.add_argument("--window", type=int, default=5, help="smoothing window (steps)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--workdir", help="keep runs here (default: a temporary directory)")
+    parser.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=75, help="GRPO steps per arm")
     parser.add_argument(
-        "--reuse-sft", action="store_true", help="keep an SFT version already in --workdir"
+        "--eval-every", type=int, default=5, help="steps between greedy evaluations"
     )
+    parser.add_argument("--tasks-per-step", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=8, help="G of the equal-G arms")
+    parser.add_argument("--lr", type=float, default=3e-4, help="GRPO learning rate (Adam)")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--lambda-cf", default="auto", help="a number, or auto: 1 / σ_group")
+    parser.add_argument("--target", type=float, default=0.8, help="share of R* to reach")
+    parser.add_argument("--sft-steps", type=int, default=600)
+    parser.add_argument("--sft-lr", type=float, default=3e-3)
+    parser.add_argument("--sft-rows", type=int, default=2048)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--held-out", type=int, default=64)
+    parser.add_argument("--max-new", type=int, default=100, help="completion tokens at most")
+    parser.add_argument("--max-group", type=int, default=96, help="cap on the cost-matched G")
+    parser.add_argument("--workers", type=int, default=2, help="processes running arms")
+    parser.add_argument("--bootstrap", type=int, default=10_000)
+    parser.add_argument("--workdir", help="keep files here (default: a temporary directory)")
     parser.add_argument("--save", action="store_true", help=f"write the result under {RESULTS}")
     parser.add_argument("--name", default="result", help="file name (NAME.json) for --save")
-    parser.add_argument(
-        "--kinds",
-        default="drop_dependency,rollback_role,downgrade_capacity",
-        help="mutation kinds of the counterfactual arm (comma-separated)",
-    )
-    parser.add_argument(
-        "--token-cost",
-        type=float,
-        default=None,
-        help="R_orch cost per 1,000 worker tokens (default: RewardConfig's)",
-    )
     args = parser.parse_args(argv)
     if args.quick:
-        args.seeds, args.sft_steps, args.steps = 1, 8, 2
-        args.group_size, args.tasks_per_step, args.window = 4, 1, 1
+        args.seeds, args.steps, args.eval_every = 2, 4, 2
+        args.tasks_per_step, args.group_size, args.sft_steps = 2, 4, 150
+        args.sft_rows, args.held_out, args.max_group, args.bootstrap = 256, 8, 16, 200
     return args
 
 
-def _sft_rows(path: Path, count: int, seed: int) -> None:
-    from lemon.learning.simulator import make_tasks, synthetic_messages, teacher_spec
-
-    rng = random.Random(seed)
-    with path.open("w", encoding="utf-8") as handle:
-        for task in make_tasks(count, seed=seed):
-            row = {
-                "prompt": synthetic_messages(task),
-                "completion": [{"role": "assistant", "content": teacher_spec(task, rng)}],
-            }
-            handle.write(json.dumps(row) + "\n")
+# ── the simulator's own figures ──────────────────────────────────────────────────────────
 
 
-def invalid_rate(
-    policy: Path, *, seed: int, count: int, max_tokens: int, temperature: float
-) -> float:
-    """Share of sampled completions (GRPO's temperature, fresh tasks) failing ``parse_spec``."""
+def simulator_figures(held: list[Any]) -> dict[str, Any]:
+    from lemon.learning import simulator_v2
+    from lemon.spec.formatting import format_spec
+
+    optimum = [simulator_v2.optimal(t)[1] for t in held]
+    blind, blind_share = simulator_v2.task_blind_best(held)
+    return {
+        "optimum_mean": round(statistics.fmean(optimum), 4),
+        "task_blind_share": round(blind_share, 4),
+        "task_blind_spec": format_spec(blind),
+        "uniform_share": round(simulator_v2.uniform_share(held), 4),
+        "fixed_tier_share": round(simulator_v2.fixed_tier_best(held)[1], 4),
+        "teacher_mode_share": round(simulator_v2.teacher_mode_share(held), 4),
+    }
+
+
+# ── the warm start and the calibration (main process) ────────────────────────────────────
+
+
+def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """Tokenizer and SFT'd policy saved under ``work``; the SFT report."""
     import torch
 
-    from lemon.learning.simulator import make_tasks, synthetic_messages
+    from lemon.learning import simulator_v2
+    from lemon_train.simloop import Encoder, GruPolicy, evaluate_greedy, sample, sft
+    from lemon_train.tiny_policy import train_tokenizer
+
+    tokenizer = train_tokenizer()
+    tok_dir = work / "tokenizer"
+    tokenizer.save_pretrained(tok_dir)
+    encoder = Encoder(tokenizer)
+    rng = random.Random(SFT_SEED)
+    rows = [
+        (encoder.prompt(t.text), encoder.completion(simulator_v2.teacher_spec(t, rng)))
+        for t in simulator_v2.make_tasks(args.sft_rows, seed=SFT_SEED)
+    ]
+    torch.manual_seed(0)
+    policy = GruPolicy(len(tokenizer), hidden=args.hidden, bos=tokenizer.bos_token_id)
+    started = time.perf_counter()
+    losses = sft(
+        policy, rows, steps=args.sft_steps, batch=32, lr=args.sft_lr, seed=0, pad=encoder.pad
+    )
+    wall = time.perf_counter() - started
+    base = work / "sft.pt"
+    torch.save(policy.state_dict(), base)
+    held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
+    fresh = simulator_v2.make_tasks(128 if not args.quick else 8, seed=HELD_OUT_SEED + 1)
+    gen = torch.Generator().manual_seed(0)
+    outs = sample(
+        policy,
+        [encoder.prompt(t.text) for t in fresh],
+        eos=encoder.eos,
+        max_new=args.max_new,
+        temperature=args.temperature,
+        generator=gen,
+    )
+    invalid = sum(not _valid(encoder, ids) for ids in outs) / len(outs)
+    from lemon.reward import RewardConfig
+
+    greedy = evaluate_greedy(policy, encoder, held, max_new=args.max_new, rewards=RewardConfig())
+    return (
+        tok_dir,
+        base,
+        {
+            "steps": args.sft_steps,
+            "rows": args.sft_rows,
+            "loss_first": round(losses[0], 4),
+            "loss_last": round(statistics.fmean(losses[-20:]), 4),
+            "invalid_rate": round(invalid, 4),
+            "invalid_samples": len(outs),
+            "greedy_optimum_share": round(greedy, 4),
+            "wall_s": round(wall, 1),
+        },
+    )
+
+
+def _valid(encoder: Any, ids: list[int]) -> bool:
     from lemon.spec.issues import SpecError
     from lemon.spec.validation import parse_spec
-    from lemon_train.common import load_model_and_tokenizer
 
-    model, tokenizer = load_model_and_tokenizer(str(policy))
-    tokenizer.padding_side = "left"
-    tasks = make_tasks(count, seed=seed)
-    prompts = [
-        tokenizer.apply_chat_template(
-            synthetic_messages(t), add_generation_prompt=True, tokenize=False
-        )
-        for t in tasks
-    ]
-    batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        out = model.generate(
-            **batch, do_sample=True, temperature=temperature, top_k=0, max_new_tokens=max_tokens
-        )
-    texts = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
-    bad = 0
-    for text in texts:
-        try:
-            parse_spec(text)
-        except SpecError:
-            bad += 1
-    return bad / len(texts)
+    try:
+        parse_spec(encoder.decode([t for t in ids if t != encoder.eos]))
+    except SpecError:
+        return False
+    return True
 
 
-def _curve(metrics: Path) -> list[float]:
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return [row["optimum_ratio"] for row in rows if "optimum_ratio" in row]
+def _configs(lam: float) -> dict[str, Any]:
+    from lemon.learning.training_config import CounterfactualConfig
+    from lemon.spec.mutations import PAPER_KINDS, TWO_WAY_KINDS
 
-
-def steps_to(curve: list[float], target: float, window: int) -> int | None:
-    """First step (1-based) whose trailing ``window``-step mean reaches ``target``."""
-    for end in range(window, len(curve) + 1):
-        if statistics.fmean(curve[end - window : end]) >= target:
-            return end
-    return None
-
-
-def _grpo(
-    args: argparse.Namespace, base: Path, out: Path, seed: int, counterfactual: bool
-) -> dict[str, Any]:
-    from lemon.learning.training_config import TrainingConfig
-    from lemon_train import grpo
-
-    config = TrainingConfig.model_validate(
-        {
-            "stage": "grpo",
-            "base_model": str(base),
-            "data": "synthetic:256",
-            "output_dir": str(out),
-            "resume": False,
-            "termination_log": str(out.with_name(out.name + ".termination")),
-            "hyperparameters": {
-                "max_steps": args.steps,
-                "per_device_batch_size": args.tasks_per_step,
-                "group_size": args.group_size,
-                "max_completion_length": 48,
-                "temperature": args.temperature,
-                "learning_rate": args.lr,
-                "seed": seed,
-                "save_steps": 10_000,
-                "loss_type": "dapo",
-            },
-            "rewards": {} if args.token_cost is None else {"token_cost": args.token_cost},
-            "counterfactual": {
-                "enabled": counterfactual,
-                "lambda_cf": args.lambda_cf,
-                "max_mutants": args.max_mutants,
-                "kinds": [kind for kind in args.kinds.split(",") if kind],
-            },
-        }
-    )
-    started = time.perf_counter()
-    grpo.run(config)
-    wall = time.perf_counter() - started
-    curve = _curve(out / config.metrics_file)
-    reached = steps_to(curve, 0.9, args.window)
-    milestones = {
-        f"steps_to_{int(target * 100)}": steps_to(curve, target, args.window)
-        for target in (0.5, 0.75)
-    }
-    tail = curve[-args.window :] if curve else [0.0]
     return {
-        "steps_to_90": reached if reached is not None else args.steps + 1,
-        "reached": reached is not None,
-        **milestones,
-        "final_optimum_ratio": round(statistics.fmean(tail), 4),
-        "first_optimum_ratio": round(curve[0], 4) if curve else None,
-        "curve": [round(v, 3) for v in curve],
-        "wall_s": round(wall, 1),
+        "global": CounterfactualConfig(enabled=False),
+        "paper": CounterfactualConfig(kinds=list(PAPER_KINDS), max_mutants=64, lambda_cf=lam),
+        "two_way": CounterfactualConfig(
+            kinds=[*PAPER_KINDS, *TWO_WAY_KINDS], max_mutants=64, lambda_cf=lam
+        ),
     }
 
 
-def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, Any]]:
-    """The one SFT warm start every seed's GRPO runs start from, and its invalid-spec rate."""
-    from lemon.learning.training_config import TrainingConfig
-    from lemon_train import sft
-    from lemon_train.tiny_policy import tiny_policy_model
+def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, Any]:
+    """λ_cf (auto: 1 / the mean within-group σ of R at the warm start) and the cost-matched G:
+    the smallest group size whose samples, counted with the batch's reuse cache, cost as many
+    worker calls as ``two_way``'s G samples and their mutants (means over calibration tasks)."""
+    import asyncio
 
-    tiny = tiny_policy_model(work / f"tiny-h{args.hidden}", hidden_size=args.hidden)
-    data = work / "sft.jsonl"
-    _sft_rows(data, 1024, seed=1000)
-    sft_out = work / "sft"
-    config = TrainingConfig.model_validate(
-        {
-            "stage": "sft",
-            "base_model": str(tiny),
-            "data": str(data),
-            "output_dir": str(sft_out),
-            "resume": False,
-            "termination_log": str(work / "sft.termination"),
-            "hyperparameters": {
-                "max_steps": args.sft_steps,
-                "per_device_batch_size": 16,
-                "learning_rate": args.sft_lr,
-                "save_steps": 10_000,
-                "max_length": 256,
-            },
-        }
+    import torch
+
+    from lemon.learning import simulator_v2
+    from lemon.reward import RewardConfig
+    from lemon_train.rewards import SimulatorV2Reward
+    from lemon_train.simloop import group_std, sample
+
+    encoder, policy = _load(args, tok_dir, base)
+    tasks = simulator_v2.make_tasks(16 if not args.quick else 2, seed=CALIBRATION_SEED)
+    g, top = args.group_size, args.max_group
+    gen = torch.Generator().manual_seed(CALIBRATION_SEED)
+    outs = sample(
+        policy,
+        [encoder.prompt(t.text) for t in tasks for _ in range(top)],
+        eos=encoder.eos,
+        max_new=args.max_new,
+        temperature=args.temperature,
+        generator=gen,
     )
+    configs = _configs(1.0)
+
+    def score(name: str, task: Any, ids: list[list[int]]) -> tuple[list[float], int]:
+        reward = SimulatorV2Reward(
+            encoder.decode, rewards=RewardConfig(), counterfactual=configs[name]
+        )
+        row = simulator_v2.task_row(task)
+        stripped = [[t for t in c if t != encoder.eos] for c in ids]
+        got = asyncio.run(
+            reward(
+                prompts=[None] * len(ids),
+                completions=[None] * len(ids),
+                completion_ids=stripped,
+                **{k: [v] * len(ids) for k, v in row.items()},
+            )
+        )
+        return got, reward.last.worker_calls
+
+    two_way_calls, global_calls, spreads = [], [], []
+    for i, task in enumerate(tasks):
+        mine = outs[i * top : (i + 1) * top]
+        rewards, calls = score("two_way", task, mine[:g])
+        two_way_calls.append(calls)
+        spreads.append(group_std(rewards, g))
+        global_calls.append([score("global", task, mine[:size])[1] for size in range(1, top + 1)])
+    target = statistics.fmean(two_way_calls)
+    matched = next(
+        (
+            size
+            for size in range(g, top + 1)
+            if statistics.fmean(row[size - 1] for row in global_calls) >= target
+        ),
+        top,
+    )
+    sigma = statistics.fmean(spreads)
+    # a warm start whose groups never spread (a smoke run) falls back to λ = 1
+    auto = 1.0 / sigma if sigma > 0 else 1.0
+    lam = auto if args.lambda_cf == "auto" else float(args.lambda_cf)
+    return {
+        "lambda_cf": round(lam, 4),
+        "lambda_rule": "1 / mean within-group σ of R" if args.lambda_cf == "auto" else "given",
+        "group_sigma": round(sigma, 4),
+        "group_size": g,
+        "group_size_cost_matched": matched,
+        "calls_per_task_two_way": round(target, 2),
+        "calls_per_task_global": round(statistics.fmean(row[g - 1] for row in global_calls), 2),
+        "calls_per_task_global_matched": round(
+            statistics.fmean(row[matched - 1] for row in global_calls), 2
+        ),
+        "tasks": len(tasks),
+    }
+
+
+def _load(args: argparse.Namespace, tok_dir: Path, base: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoTokenizer
+
+    from lemon_train.simloop import Encoder, GruPolicy
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    policy = GruPolicy(len(tokenizer), hidden=args.hidden, bos=tokenizer.bos_token_id)
+    policy.load_state_dict(torch.load(base))
+    return Encoder(tokenizer), policy
+
+
+# ── one arm of one seed (worker process) ─────────────────────────────────────────────────
+
+
+def run_arm(job: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    from lemon.learning import simulator_v2
+    from lemon.reward import RewardConfig
+    from lemon_train.rewards import SimulatorV2Reward
+    from lemon_train.simloop import ArmConfig, evaluate_greedy, grpo_step
+
+    args: argparse.Namespace = job["args"]
+    seed, name = job["seed"], job["arm"]
+    encoder, policy = _load(args, Path(job["tokenizer"]), Path(job["base"]))
+    cf = _configs(job["lambda_cf"])["global" if name == "global_cost" else name]
+    arm = ArmConfig(name, job["group_size"], cf)
+    stream = simulator_v2.make_tasks(args.steps * args.tasks_per_step, seed=STREAM_SEED + seed)
+    held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
+    reward = SimulatorV2Reward(encoder.decode, rewards=RewardConfig(), counterfactual=cf, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    curve, calls, history = [job["start"]], [0], []
+    total = 0
     started = time.perf_counter()
-    if not (args.reuse_sft and (sft_out / "policy.json").is_file()):
-        sft.run(config)
+    for step in range(args.steps):
+        tasks = stream[step * args.tasks_per_step : (step + 1) * args.tasks_per_step]
+        stats = grpo_step(
+            policy,
+            optimizer,
+            reward,
+            encoder,
+            tasks,
+            arm=arm,
+            temperature=args.temperature,
+            max_new=args.max_new,
+            generator=gen,
+        )
+        total += stats.worker_calls
+        history.append(stats)
+        if (step + 1) % args.eval_every == 0:
+            curve.append(
+                evaluate_greedy(policy, encoder, held, max_new=args.max_new, rewards=RewardConfig())
+            )
+            calls.append(total)
     wall = time.perf_counter() - started
-    count = 8 if args.quick else 128
-    rate = invalid_rate(
-        sft_out, seed=2000, count=count, max_tokens=48, temperature=args.temperature
-    )
-    return sft_out, {
-        "invalid_rate": rate,
-        "samples": count,
-        "temperature": args.temperature,
-        "steps": args.sft_steps,
-        "wall_s": round(wall, 1),
-    }
-
-
-def run_seed(args: argparse.Namespace, work: Path, base: Path, seed: int) -> dict[str, Any]:
+    print(f"arm {name} seed {seed} (G {job['group_size']}): {wall:.0f} s", file=sys.stderr)
+    steps_to, calls_to = first_passage(curve, calls, args.target, args.eval_every)
+    steps_90, _ = first_passage(curve, calls, 0.9, args.eval_every)
+    first, last = history[: args.eval_every], history[-args.eval_every :]
+    kinds = sorted({k for s in history for k in s.delta_by_kind})
     return {
         "seed": seed,
-        "global": _grpo(args, base, work / f"grpo-global-{seed}", seed, False),
-        "counterfactual": _grpo(args, base, work / f"grpo-cf-{seed}", seed, True),
+        "arm": name,
+        "group_size": job["group_size"],
+        "curve": [round(v, 4) for v in curve],
+        "worker_calls": calls,
+        "steps_to_target": round(steps_to, 2) if steps_to is not None else None,
+        "calls_to_target": round(calls_to) if calls_to is not None else None,
+        "reached": steps_to is not None,
+        "steps_to_90": round(steps_90, 2) if steps_90 is not None else None,
+        "auc": round(area(curve), 4),
+        "final": round(curve[-1], 4),
+        "entropy_first": round(statistics.fmean(s.entropy for s in first), 4),
+        "entropy_last": round(statistics.fmean(s.entropy for s in last), 4),
+        "zero_spread": round(statistics.fmean(s.zero_spread for s in history), 4),
+        "zero_spread_last": round(statistics.fmean(s.zero_spread for s in last), 4),
+        "valid_last": round(statistics.fmean(s.valid for s in last), 4),
+        "sampled_reward_last": round(statistics.fmean(s.reward for s in last), 4),
+        "span_share": round(statistics.fmean(s.span_share for s in history), 4),
+        "mutants_per_step": round(statistics.fmean(s.mutants for s in history), 1),
+        "delta_by_kind": {
+            k: round(
+                statistics.fmean(s.delta_by_kind[k] for s in history if k in s.delta_by_kind), 4
+            )
+            for k in kinds
+        },
+        "wall_s": round(wall, 1),
     }
+
+
+def first_passage(
+    curve: list[float], calls: list[int], target: float, every: int
+) -> tuple[float | None, float | None]:
+    """Steps (and cumulative calls) at which the curve first reaches ``target``, linearly
+    interpolated between evaluations; ``(None, None)`` when it never does."""
+    for i, value in enumerate(curve):
+        if value >= target:
+            if i == 0:
+                return 0.0, 0.0
+            low = curve[i - 1]
+            frac = (target - low) / (value - low)
+            return (i - 1 + frac) * every, calls[i - 1] + frac * (calls[i] - calls[i - 1])
+    return None, None
+
+
+def area(curve: list[float]) -> float:
+    """Mean level of the curve over the run (trapezoids, evaluations equally spaced)."""
+    if len(curve) < 2:
+        return curve[0] if curve else 0.0
+    return sum((a + b) / 2 for a, b in itertools.pairwise(curve)) / (len(curve) - 1)
+
+
+# ── statistics over seeds ────────────────────────────────────────────────────────────────
+
+
+def _bootstrap(pairs: list[tuple[float, float]], count: int, seed: int = 0) -> dict[str, Any]:
+    """Ratio of means and mean paired difference of ``(a, b)`` pairs, with 95% percentile
+    bootstrap intervals (seeds resampled with replacement, pairs kept together)."""
+    rng = random.Random(seed)
+    n = len(pairs)
+
+    def stats(sample: list[tuple[float, float]]) -> tuple[float, float]:
+        a = statistics.fmean(x for x, _ in sample)
+        b = statistics.fmean(y for _, y in sample)
+        return (a / b if b else float("inf")), a - b
+
+    ratio, diff = stats(pairs)
+    ratios, diffs = [], []
+    for _ in range(count):
+        r, d = stats([pairs[rng.randrange(n)] for _ in range(n)])
+        ratios.append(r)
+        diffs.append(d)
+    ratios.sort()
+    diffs.sort()
+
+    def ci(values: list[float]) -> list[float]:
+        return [
+            round(values[int(0.025 * (count - 1))], 4),
+            round(values[int(0.975 * (count - 1))], 4),
+        ]
+
+    return {
+        "ratio": round(ratio, 4),
+        "ratio_ci95": ci(ratios),
+        "difference": round(diff, 4),
+        "difference_ci95": ci(diffs),
+        "pairs": [[round(a, 2), round(b, 2)] for a, b in pairs],
+    }
+
+
+def _censored(run: dict[str, Any], key: str, cap: float) -> float:
+    value = run[key]
+    return float(value) if value is not None else cap
+
+
+def summarise(
+    args: argparse.Namespace, runs: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    by = {(r["seed"], r["arm"]): r for r in runs}
+    seeds = sorted({r["seed"] for r in runs})
+    cap_steps = args.steps + args.eval_every
+
+    def cap_calls(run: dict[str, Any]) -> float:
+        # a run that never reaches the target: its calls over the budget plus one interval
+        calls: list[int] = run["worker_calls"]
+        return calls[-1] + (calls[-1] - calls[-2] if len(calls) > 1 else 0)
+
+    def steps(arm: str, seed: int) -> float:
+        return _censored(by[(seed, arm)], "steps_to_target", cap_steps)
+
+    def calls(arm: str, seed: int) -> float:
+        run = by[(seed, arm)]
+        return _censored(run, "calls_to_target", cap_calls(run))
+
+    headline = {
+        "ratio": _bootstrap(
+            [(steps("two_way", s), steps("global", s)) for s in seeds], args.bootstrap
+        ),
+        "cost_ratio": _bootstrap(
+            [(calls("two_way", s), calls("global_cost", s)) for s in seeds], args.bootstrap
+        ),
+        "paper_kinds_ratio": _bootstrap(
+            [(steps("paper", s), steps("global", s)) for s in seeds], args.bootstrap
+        ),
+        "auc_two_way_minus_global": _bootstrap(
+            [(by[(s, "two_way")]["auc"], by[(s, "global")]["auc"]) for s in seeds],
+            args.bootstrap,
+        ),
+    }
+    arms = {}
+    for arm in ARMS:
+        mine = [by[(s, arm)] for s in seeds]
+        arms[arm] = {
+            "group_size": mine[0]["group_size"],
+            "reached": sum(r["reached"] for r in mine),
+            "steps_to_target": [r["steps_to_target"] for r in mine],
+            "steps_to_90": [r["steps_to_90"] for r in mine],
+            "mean_steps_to_target": round(statistics.fmean(steps(arm, s) for s in seeds), 2),
+            "calls_to_target": [r["calls_to_target"] for r in mine],
+            "mean_calls_to_target": round(statistics.fmean(calls(arm, s) for s in seeds)),
+            "total_calls": round(statistics.fmean(r["worker_calls"][-1] for r in mine)),
+            "auc": round(statistics.fmean(r["auc"] for r in mine), 4),
+            "final": round(statistics.fmean(r["final"] for r in mine), 4),
+            "entropy_first": round(statistics.fmean(r["entropy_first"] for r in mine), 4),
+            "entropy_last": round(statistics.fmean(r["entropy_last"] for r in mine), 4),
+            "zero_spread": round(statistics.fmean(r["zero_spread"] for r in mine), 4),
+            "zero_spread_last": round(statistics.fmean(r["zero_spread_last"] for r in mine), 4),
+            "span_share": round(statistics.fmean(r["span_share"] for r in mine), 4),
+            "wall_s": round(statistics.fmean(r["wall_s"] for r in mine), 1),
+        }
+    return headline, arms
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(list(sys.argv[1:] if argv is None else argv))
     import torch
 
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(1)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
+    load_start = os.getloadavg()
+    from lemon.learning import simulator_v2
+
     with tempfile.TemporaryDirectory(prefix="lemon-bench-learning-") as temp:
         work = Path(args.workdir) if args.workdir else Path(temp)
         work.mkdir(parents=True, exist_ok=True)
-        with contextlib.redirect_stdout(sys.stderr):  # trainers print their logs
-            base, sft_report = warm_start(args, work)
-            seeds = [run_seed(args, work, base, seed) for seed in range(args.seeds)]
-    cf_steps = statistics.fmean(s["counterfactual"]["steps_to_90"] for s in seeds)
-    global_steps = statistics.fmean(s["global"]["steps_to_90"] for s in seeds)
+        with contextlib.redirect_stdout(sys.stderr):
+            held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
+            figures = simulator_figures(held)
+            tok_dir, base, sft_report = warm_start(args, work)
+            print(f"warm start: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            calibration = calibrate(args, tok_dir, base)
+            print(f"calibration: {json.dumps(calibration)}", file=sys.stderr)
+            jobs = [
+                {
+                    "args": args,
+                    "seed": seed,
+                    "arm": arm,
+                    "tokenizer": str(tok_dir),
+                    "base": str(base),
+                    "lambda_cf": calibration["lambda_cf"],
+                    "start": sft_report["greedy_optimum_share"],
+                    "group_size": calibration["group_size_cost_matched"]
+                    if arm == "global_cost"
+                    else args.group_size,
+                }
+                for arm in ("global_cost", "two_way", "paper", "global")
+                for seed in range(args.seeds)
+            ]
+            if args.workers > 1:
+                with ProcessPoolExecutor(args.workers) as pool:
+                    runs = list(pool.map(run_arm, jobs))
+            else:
+                runs = [run_arm(job) for job in jobs]
+    headline, arms = summarise(args, runs)
+    usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     report: dict[str, Any] = {
         "benchmark": "learning",
-        "environment": "synthetic orchestration simulator (lemon.learning.simulator)",
-        "ratio": round(cf_steps / global_steps, 4),
-        "goal": "ratio <= 0.7; sft_invalid_rate < 0.05",
-        "sft_invalid_rate": round(sft_report["invalid_rate"], 4),
-        "sft": sft_report,
+        "environment": "simulator v2 (lemon.learning.simulator_v2), GRU policy, "
+        "lemon_train.simloop",
+        "ratio": headline["ratio"]["ratio"],
+        "ratio_ci95": headline["ratio"]["ratio_ci95"],
+        "cost_ratio": headline["cost_ratio"]["ratio"],
+        "cost_ratio_ci95": headline["cost_ratio"]["ratio_ci95"],
+        "paper_kinds_ratio": headline["paper_kinds_ratio"]["ratio"],
+        "paper_kinds_ratio_ci95": headline["paper_kinds_ratio"]["ratio_ci95"],
+        "task_blind_share": figures["task_blind_share"],
         "seeds": args.seeds,
-        "mean_steps_to_90": {"counterfactual": cf_steps, "global": global_steps},
-        "final_optimum_ratio": {
-            arm: round(statistics.fmean(s[arm]["final_optimum_ratio"] for s in seeds), 4)
-            for arm in ("global", "counterfactual")
-        },
-        "per_seed": seeds,
+        "target": args.target,
+        "goal": "ratio <= 0.6; task_blind_share <= 0.7",
+        "headline": headline,
+        "simulator": figures,
+        "sft": sft_report,
+        "calibration": calibration,
+        "arms": arms,
+        "per_seed": sorted(runs, key=lambda r: (r["seed"], ARMS.index(r["arm"]))),
         "settings": {
             key: getattr(args, key)
             for key in (
                 "quick",
-                "sft_steps",
+                "seeds",
                 "steps",
+                "eval_every",
                 "tasks_per_step",
                 "group_size",
                 "lr",
-                "sft_lr",
-                "lambda_cf",
                 "temperature",
-                "max_mutants",
+                "lambda_cf",
+                "target",
+                "sft_steps",
+                "sft_lr",
+                "sft_rows",
                 "hidden",
-                "window",
-                "threads",
-                "token_cost",
-                "kinds",
+                "held_out",
+                "max_new",
+                "max_group",
+                "workers",
             )
         },
         "wall_s": round(time.perf_counter() - started, 1),
+        "cpu_s": round(cpu, 1),
+        "load_average": {
+            "start": [round(x, 2) for x in load_start],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "cores": os.cpu_count(),
     }
     if args.save:
+        from lemon.atomic import write_json
+
         RESULTS.mkdir(parents=True, exist_ok=True)
-        target = RESULTS / f"{args.name}.json"
-        temp_path = target.with_name(f".{args.name}.json.tmp")
-        temp_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        temp_path.replace(target)
+        write_json(RESULTS / f"{args.name}.json", report)
     if args.json:
         print(json.dumps(report))
     else:
         print(
-            f"ratio {report['ratio']} (cf/global steps to 90% of optimum), "
-            f"SFT invalid {report['sft_invalid_rate']:.1%}, seeds {args.seeds}"
+            f"ratio {report['ratio']} {report['ratio_ci95']} (steps to {args.target:.0%} of R*, "
+            f"two-way / global), cost_ratio {report['cost_ratio']} {report['cost_ratio_ci95']}, "
+            f"paper_kinds_ratio {report['paper_kinds_ratio']}, task_blind_share "
+            f"{report['task_blind_share']}, seeds {args.seeds}, {report['wall_s']} s"
         )
     return 0
 

@@ -10,8 +10,10 @@ import torch
 from lemon.spec.mutations import MutationKind, mutations
 from lemon.spec.validation import parse_spec
 from lemon_train.credit import (
+    MutantScore,
     SpanCredit,
     credit_matrix,
+    field_credits,
     group_advantages,
     span_advantages,
     span_share,
@@ -75,9 +77,83 @@ def test_credit_matrix_and_span_advantages_by_hand() -> None:
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
     adv = span_advantages(torch.tensor([1.0, -2.0]), credit, 2.0, mask)
     assert adv.tolist() == [[1.0, 2.0, 1.5, 1.0], [-2.0, -2.0, -2.0, -2.0]]
-    # share: span |1.0| + |0.5| = 1.5; base |1| * 3 + |−2| * 2 = 7
+    # gradient share, weights (1 − π(y_t)) on unmasked tokens:
+    # row 0: π = .5 .75 .5 (.2 masked) → w = .5 .25 .5 0; row 1: π = .75 .5 → w = .25 .5 0 0
     term = adv - torch.tensor([1.0, -2.0]).unsqueeze(1)
-    assert span_share(torch.tensor([1.0, -2.0]), term, mask) == pytest.approx(1.5 / 8.5)
+    probs = torch.tensor([[0.5, 0.75, 0.5, 0.2], [0.75, 0.5, 0.3, 0.3]])
+    # g_span = (0, 1·.25, .5·.5, 0) → ‖·‖ = √.125; g_A = (.5, .25, .5; −.5, −1) → √1.8125
+    expected = math.sqrt(0.125) / (math.sqrt(0.125) + math.sqrt(1.8125))
+    assert span_share(torch.tensor([1.0, -2.0]), term, mask, probs.log()) == pytest.approx(expected)
+    # the same credit on tokens the policy is sure of carries no gradient
+    sure = torch.tensor([[0.5, 1.0, 1.0, 0.2], [0.75, 0.5, 0.3, 0.3]])
+    assert span_share(torch.tensor([1.0, -2.0]), term, mask, sure.log()) == 0.0
+
+
+def test_field_credits_by_hand() -> None:
+    tier = ("solver", "capacity")
+    small = MutantScore(tier, "downgrade_capacity", 0.2, (4,), value_edit=True)
+    large = MutantScore(tier, "upgrade_capacity", 0.9, (4,), value_edit=True)
+    duties = MutantScore(("solver", "duties"), "rollback_role", 0.5, (2, 3))
+    # the paper's credit: one per mutant, R − R(m)
+    paper = field_credits(0.6, [small, duties], all_values=False)
+    assert [(c.kind, c.tokens) for c in paper] == [
+        ("downgrade_capacity", (4,)),
+        ("rollback_role", (2, 3)),
+    ]
+    assert [c.delta for c in paper] == pytest.approx([0.4, 0.1])
+    # all values: medium sampled (0.6), small 0.2, large 0.9 → 0.6 − (0.6 + 0.2 + 0.9) / 3
+    both = field_credits(0.6, [small, large, duties], all_values=True)
+    assert [(c.kind, c.tokens) for c in both] == [("capacity", (4,)), ("rollback_role", (2, 3))]
+    assert [c.delta for c in both] == pytest.approx([0.6 - 1.7 / 3, 0.1])
+    # = (2/3)·(R − mean of the field's two mutants)
+    assert both[0].delta == pytest.approx(2 / 3 * (0.6 - (0.2 + 0.9) / 2))
+    with pytest.raises(ValueError, match="presence field"):
+        field_credits(0.6, [duties, duties], all_values=True)
+
+
+def test_the_papers_tier_credit_is_biased_and_the_all_values_one_is_not() -> None:
+    """The issue's example: a task-blind policy, mean rewards per solver tier 0, 0.263, 0.430.
+    The one-way (downgrade) credit averages 0, 0.263, 0.167 and ranks medium above large; the
+    all-values credit averages R(v) − mean, in the right order."""
+    mean = {"small": 0.0, "medium": 0.263, "large": 0.430}
+    below = {"medium": "small", "large": "medium"}
+    field = ("solver", "capacity")
+
+    def paper(tier: str) -> float:
+        if tier not in below:
+            return 0.0  # no downgrade mutant: no credit
+        down = MutantScore(field, "downgrade_capacity", mean[below[tier]], (0,), value_edit=True)
+        (credit,) = field_credits(mean[tier], [down], all_values=False)
+        return credit.delta
+
+    def unbiased(tier: str) -> float:
+        others = [
+            MutantScore(field, "capacity", mean[other], (0,), value_edit=True)
+            for other in mean
+            if other != tier
+        ]
+        (credit,) = field_credits(mean[tier], others, all_values=True)
+        return credit.delta
+
+    assert [paper(t) for t in mean] == pytest.approx([0.0, 0.263, 0.167])
+    assert paper("medium") > paper("large")  # the bias: medium ranked above large
+    assert [unbiased(t) for t in mean] == pytest.approx([-0.231, 0.032, 0.199], abs=1e-3)
+    # unbiased: for any softmax over the tiers, Σ_v π(v) Δc(v) ∇log π(v) = ∇ Σ_v π(v) R(v)
+    logits = torch.tensor([0.3, -0.2, 0.1], requires_grad=True)
+    rewards = torch.tensor(list(mean.values()))
+    (torch.softmax(logits, 0) * rewards).sum().backward()
+    exact = logits.grad.clone()
+    probs = torch.softmax(logits.detach(), 0)
+    for name, credit in (("unbiased", unbiased), ("paper", paper)):
+        estimate = torch.zeros(3)
+        for v, tier in enumerate(mean):
+            onehot = torch.zeros(3)
+            onehot[v] = 1.0
+            estimate += probs[v] * credit(tier) * (onehot - probs)  # ∇_logits log π(v)
+        if name == "unbiased":
+            assert estimate.tolist() == pytest.approx(exact.tolist(), abs=1e-6)
+        else:
+            assert (estimate - exact).abs().max() > 0.01
 
 
 def test_spans_of_real_mutations_land_on_the_field_tokens() -> None:

@@ -187,7 +187,7 @@ def _sft_warm_start(tiny_policy: Path, tmp_path: Path) -> Path:
             "output_dir": str(out),
             "termination_log": str(tmp_path / "sft-termination"),
             "hyperparameters": {
-                "max_steps": 40,
+                "max_steps": 80,  # keys and values are separate tokens: 32 tokens to learn
                 "per_device_batch_size": 8,
                 "learning_rate": 1e-2,
                 "save_steps": 1000,
@@ -355,3 +355,108 @@ def test_grpo_resumes_from_its_last_checkpoint(tiny_policy: Path, tmp_path: Path
         json.loads(line)["step"] for line in (second / "metrics.jsonl").read_text().splitlines()
     ]
     assert set(steps) == {2}  # only the step trained after resuming
+
+
+def test_two_way_credit_sweeps_tiers_and_lands_on_creating_tokens(tiny_policy: Path) -> None:
+    """Simulator v2 with every kind: a capacity field is scored at all three tiers and credited
+    R − their mean on the value token; presence edits credit the tokens that create the thing."""
+    from lemon.learning import simulator_v2 as v2
+    from lemon.spec.models import Capacity
+    from lemon.spec.mutations import PAPER_KINDS, TWO_WAY_KINDS
+    from lemon_train.common import load_tokenizer
+    from lemon_train.rewards import SimulatorV2Reward
+
+    tokenizer = load_tokenizer(str(tiny_policy))
+    task = v2.Task(
+        "t",
+        (
+            v2.Need("math_solver", Capacity.LARGE, True),
+            v2.Need("programmer", Capacity.SMALL, False),
+        ),
+        (0.2,) * 7,
+        "Task: algebra hard exact; coding easy loose.",
+    )
+    choices: list[v2.Choice] = [None, (Capacity.MEDIUM, True), (Capacity.SMALL, False)]
+    spec = v2.spec_for([*choices, (Capacity.LARGE, False), None, None], Capacity.SMALL)
+    text = format_spec(spec)  # math (medium, duties), code, test (not needed), final
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    config = CounterfactualConfig(kinds=[*PAPER_KINDS, *TWO_WAY_KINDS], max_mutants=64)
+    reward = SimulatorV2Reward(tokenizer.decode, rewards=RewardConfig(), counterfactual=config)
+    row = {key: [value] for key, value in v2.task_row(task).items()}
+    (r,) = asyncio.run(reward(prompts=[None], completions=[None], completion_ids=[ids], **row))
+    credits = reward.take_pending(1)[0]
+
+    def score(s: Any) -> float:
+        return v2.evaluate(s, "final", task).reward
+
+    def with_math(tier: Capacity) -> Any:
+        return v2.spec_for(
+            [None, (tier, True), (Capacity.SMALL, False), (Capacity.LARGE, False), None, None],
+            Capacity.SMALL,
+        )
+
+    def spelled(credit: SpanCredit) -> str:
+        return "".join(tokenizer.decode([ids[t]]) for t in credit.tokens)
+
+    by_text = {spelled(c): c for c in credits}
+    tiers = [score(with_math(t)) for t in Capacity]
+    math_tier = by_text["medium\n"]  # math's tier: the value token only
+    assert math_tier.kind == "capacity"
+    assert math_tier.delta == pytest.approx(r - sum(tiers) / 3)
+    removal = by_text["  - name: test\n"]  # the agent's name line
+    assert removal.kind == "remove_agent"
+    without = v2.spec_for([*choices, None, None, None], Capacity.SMALL)
+    assert removal.delta == pytest.approx(r - score(without))
+    assert removal.delta < 0  # an unneeded agent: removing it pays
+    duties = by_text['    duties: "Be exact."\n']  # key and value: the key decides
+    assert duties.kind == "rollback_role"
+    assert by_text[", test"].kind == "drop_dependency"  # the separator opens the entry
+    # calls with the batch's reuse cache: the spec's 4; each other tier of math, code and test
+    # re-runs that agent and final (2 × 2 × 3), final's other tiers 1 each (2); math without
+    # duties 2; each dropped edge re-runs final (3); removing an agent re-runs final exactly as
+    # dropping its edge did (0 new)
+    assert reward.last.worker_calls == 4 + 12 + 2 + 2 + 3
+
+
+def test_lemon_train_grpo_on_simulator_v2_with_two_way_edits(
+    tiny_policy: Path, tmp_path: Path
+) -> None:
+    base = _sft_warm_start(tiny_policy, tmp_path)
+    output = tmp_path / "policy" / "grpo-v2"
+    config = {
+        "stage": "grpo",
+        "base_model": str(base),
+        "data": "synthetic-v2:8",
+        "output_dir": str(output),
+        "termination_log": str(tmp_path / "termination-log"),
+        "hyperparameters": {
+            "max_steps": 2,
+            "per_device_batch_size": 2,
+            "group_size": 4,
+            "max_completion_length": 48,
+            "temperature": 0.3,
+            "learning_rate": 1e-3,
+            "save_steps": 10,
+        },
+        "counterfactual": {
+            "max_mutants": 16,
+            "kinds": [
+                "drop_dependency",
+                "rollback_role",
+                "downgrade_capacity",
+                "upgrade_capacity",
+                "remove_agent",
+            ],
+        },
+    }
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    done = run_train("grpo", "--config", str(path), env=train_env(OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+    steps = [row for row in rows if "reward" in row]
+    assert len(steps) == 2
+    assert any(row.get("cf/mutants", 0) > 0 for row in steps), steps
+    assert all(0.0 <= row["cf/span_share"] <= 1.0 for row in steps)
+    assert any(row.get("worker_calls", 0) > 0 for row in steps), steps
+    assert read_policy(output).metrics["kinds"][-1] == "remove_agent"

@@ -1,4 +1,4 @@
-"""``lemon bench learning`` and ``lemon bench grpo-step`` run end to end (tiny settings)."""
+"""``lemon bench learning``, ``learning-v1`` and ``grpo-step`` run end to end (tiny settings)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,32 @@ def _bench(*args: str) -> dict[str, object]:
 
 
 def test_learning_bench_quick() -> None:
-    result = _bench("learning", "--json", "--quick")
+    result = _bench("learning", "--json", "--quick", "--workers", "1")
+    assert result["benchmark"] == "learning"
+    assert result["seeds"] == 2
+    for key in ("ratio", "cost_ratio", "paper_kinds_ratio", "task_blind_share"):
+        assert isinstance(result[key], float), key
+    assert result["task_blind_share"] <= 0.7  # type: ignore[operator]
+    low, high = result["ratio_ci95"]  # type: ignore[misc]
+    assert low <= high
+    calibration = result["calibration"]
+    assert calibration["group_size_cost_matched"] >= calibration["group_size"]  # type: ignore[index]
+    runs = result["per_seed"]
+    assert {(r["seed"], r["arm"]) for r in runs} == {  # type: ignore[union-attr]
+        (s, a) for s in (0, 1) for a in ("global", "paper", "two_way", "global_cost")
+    }
+    for run in runs:  # type: ignore[union-attr]
+        assert len(run["curve"]) == 3  # the warm start, then every 2 of 4 steps
+        assert run["curve"][0] == runs[0]["curve"][0]  # type: ignore[index]  # one warm start
+        assert run["worker_calls"][0] == 0 < run["worker_calls"][-1]
+        if run["arm"] in ("paper", "two_way"):
+            assert run["mutants_per_step"] > 0
+        else:
+            assert run["span_share"] == 0.0
+
+
+def test_learning_v1_bench_quick() -> None:
+    result = _bench("learning-v1", "--json", "--quick")
     assert result["benchmark"] == "learning"
     assert result["seeds"] == 1
     assert isinstance(result["ratio"], float)

@@ -156,3 +156,22 @@ def test_bench_spec_reports_a_ratio() -> None:
     assert data["benchmark"] == "spec"
     assert data["ratio"] > 0
     assert [case["agents"] for case in data["cases"]] == [8, 64]
+
+
+def test_mutate_takes_the_two_way_kinds() -> None:
+    text = (ROOT / PLAN_SOLVE).read_text()
+    result = run_lemon(
+        "mutate", PLAN_SOLVE, "--json", "--kind", "upgrade_capacity", "--kind", "remove_agent"
+    )
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {r["kind"] for r in records} == {"upgrade_capacity", "remove_agent"}
+    for record in records:
+        mutant = yaml.safe_load(record["spec"])
+        assert mutant["output"] == "checker"
+        start, end = record["span"]
+        if record["kind"] == "remove_agent":
+            assert text[start:end] == f"name: {record['agent']}"
+            assert record["agent"] not in {a["name"] for a in mutant["agents"]}
+    bad = run_lemon("mutate", PLAN_SOLVE, "--kind", "teleport")
+    assert bad.returncode == 2

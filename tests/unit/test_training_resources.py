@@ -22,7 +22,7 @@ from lemon.resources.lemon_training import (
     produced_version,
     training_config,
 )
-from lemon.spec.mutations import MutationKind
+from lemon.spec.mutations import PAPER_KINDS
 from lemon_operator import manifests, trainings
 from tests.conftest import ROOT
 from tests.unit.test_crds import walk
@@ -72,7 +72,7 @@ def test_grpo_example_renders_the_config_lemon_train_reads(tmp_path: Path) -> No
     assert config.data == "synthetic:512"
     assert config.hyperparameters.group_size == 8
     assert config.counterfactual.lambda_cf == 0.5
-    assert config.counterfactual.kinds == list(MutationKind)
+    assert config.counterfactual.kinds == list(PAPER_KINDS)
     assert config.rewards.token_cost == 0.02
     assert config.lora is not None
     assert config.lora.target_modules == "all-linear"

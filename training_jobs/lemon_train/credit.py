@@ -1,16 +1,40 @@
 """The maths of counterfactual credit, as small pure functions (tested by hand on CPU).
 
 GRPO gives every token of completion ``i`` the same, group-normalised advantage ``A_i``.
-Counterfactual credit adds, on exactly the tokens that spell an edited field, the reward the
-field was worth: for a mutant ``m`` of completion ``i`` (one field changed, character span
-``s_m``), ``Δc_m = R(i) − R(m)``, and
+Counterfactual credit adds, on exactly the tokens that create an edited field (the mutation's
+``credit_span``, :mod:`lemon.spec.mutations`), the reward the field's value was worth:
 
-    A[i, t] = A_i + λ_cf · Σ_{m : t ∈ tokens(s_m)} Δc_m
+    A[i, t] = A_i + λ_cf · Σ_{f : t ∈ tokens(f)} Δc_f
 
 where ``tokens(s)`` are the completion's token positions whose decoded characters overlap
 ``s``. Character offsets come from the completion's own token ids (:func:`token_offsets`),
 never from re-tokenising its text: a re-tokenisation may split the text differently from
 what the policy sampled, and the advantage must land on the tokens that were sampled.
+
+**The estimator** (:func:`field_credits`). Write ``v`` for the value a field has in sampled
+spec ``i``, ``R(v) = R(i)`` and ``R(w)`` for the reward of the spec with only that field set to
+``w`` (a mutant). With the rest of the spec fixed, the policy gradient of the field's choice is
+``Σ_v ∇π(v) R(v) = E_v[(R(v) − b) ∇log π(v)]`` for any baseline ``b`` that does not depend on
+``v``. So:
+
+- *value fields with edits both ways* (``capacity`` with ``upgrade_capacity`` and
+  ``downgrade_capacity``; the trainer then scores every other tier of the field):
+  ``Δc_f = R(v) − (1/|V|) Σ_{w ∈ V} R(w)``, the mean over all values, the sampled one included.
+  For three tiers this equals ``(2/3)·(R(v) − mean of the two mutants)``: the comparison with
+  the mean of the field's mutants, scaled so that ``E[Δc_f ∇log π(v)]`` is exactly the field's
+  gradient. The baseline is the same whichever tier was sampled: no dependence on the sampled
+  value's neighbours;
+- *presence fields* (``rollback_role``: the duties exist; ``drop_dependency``: the entry exists;
+  ``remove_agent``: the agent exists): ``Δc_f = R(present) − R(absent)`` on specs where the
+  thing is present, and nothing where it is absent. That is the baseline ``b = R(absent)`` for
+  both values, so the estimate is unbiased too;
+- *one-way value edits* (the paper's ``downgrade_capacity`` alone, or ``upgrade_capacity``
+  alone): ``Δc_m = R(v) − R(m)`` per mutant, as the paper defines it. For tiers this is
+  *biased*: the baseline is the tier below the sampled one, so it changes with ``v`` and the
+  expectation gains ``−Σ_v ∇π(v) b(v)``. For a policy that ignores the task, with mean rewards
+  ``R(small) = 0``, ``R(medium) = 0.263``, ``R(large) = 0.430``, the paper's credit averages 0,
+  0.263 and 0.167 (medium ranked above large); the all-values credit averages −0.231, 0.032 and
+  0.199, the right order (``tests/train/test_credit.py`` computes both).
 """
 
 from __future__ import annotations
@@ -23,8 +47,10 @@ import torch
 from lemon.spec.spans import span_to_token_indices
 
 __all__ = [
+    "MutantScore",
     "SpanCredit",
     "credit_matrix",
+    "field_credits",
     "group_advantages",
     "span_advantages",
     "span_share",
@@ -40,6 +66,46 @@ class SpanCredit:
     kind: str
     tokens: tuple[int, ...]
     delta: float
+
+
+@dataclass(frozen=True, slots=True)
+class MutantScore:
+    """A scored mutant: the field it edits, its kind, its reward and its credit tokens."""
+
+    field: tuple[str, str]
+    kind: str
+    reward: float
+    tokens: tuple[int, ...]
+    value_edit: bool = False
+    """True for capacity edits (a value among several); False for presence edits."""
+
+
+def field_credits(
+    reward: float, mutants: Sequence[MutantScore], *, all_values: bool
+) -> list[SpanCredit]:
+    """One credit per field (``all_values``) or per mutant (the paper's), see the module doc.
+
+    ``all_values``: the mutants of each value field cover every other value of the field, and
+    the credit is ``R − mean(R, R(m) for m of the field)``; a presence field (one mutant, the
+    thing removed) gets ``R − R(m)``. Otherwise every mutant gets ``R − R(m)`` on its tokens.
+    """
+    if not all_values:
+        return [SpanCredit(m.kind, m.tokens, reward - m.reward) for m in mutants]
+    fields: dict[tuple[str, str], list[MutantScore]] = {}
+    for m in mutants:
+        fields.setdefault(m.field, []).append(m)
+    out = []
+    for group in fields.values():
+        first = group[0]
+        if first.value_edit:
+            baseline = (reward + sum(m.reward for m in group)) / (len(group) + 1)
+            tokens = tuple(sorted({t for m in group for t in m.tokens}))
+            out.append(SpanCredit(first.field[1], tokens, reward - baseline))
+        else:
+            if len(group) != 1:
+                raise ValueError(f"presence field {first.field} has {len(group)} mutants")
+            out.append(SpanCredit(first.kind, first.tokens, reward - first.reward))
+    return out
 
 
 def group_advantages(
@@ -114,16 +180,24 @@ def span_advantages(
 
 
 def span_share(
-    advantages: torch.Tensor, credit_term: torch.Tensor, completion_mask: torch.Tensor
+    advantages: torch.Tensor,
+    credit_term: torch.Tensor,
+    completion_mask: torch.Tensor,
+    token_logps: torch.Tensor,
 ) -> float:
-    """Share of the policy gradient (w.r.t. the per-token log-probs) that span terms carry.
+    """Share of the loss gradient that the span terms carry, ``‖g_span‖ / (‖g_A‖ + ‖g_span‖)``.
 
-    At the sampling point (ratio 1, no clipping) the loss gradient w.r.t. token ``t``'s
-    log-prob is ``−A[i, t] / N``; the span terms' share is ``Σ|λΔc| / (Σ|A_i| + Σ|λΔc|)`` over
-    completion tokens (0 when both vanish).
+    The gradients are taken with respect to the sampled tokens' logits at the sampling point
+    (ratio 1, no clipping): for token ``t`` of completion ``i``, ``∂ℓ/∂z[i, t, y_t] =
+    −A[i, t] · (1 − π(y_t)) / N``. ``g_A`` is that gradient from the global advantages
+    ``A_i``, ``g_span`` from the span terms ``λ_cf · Σ Δc``; ``N`` cancels. A token the policy
+    is sure of (``π ≈ 1``) carries no gradient, whatever credit it gets, so a large credit on a
+    forced token does not count here. ``token_logps`` are the sampled tokens' log-probabilities
+    (``(B, T)``); 0 when both gradients vanish.
     """
     mask = completion_mask.to(credit_term.dtype)
-    span = (credit_term.abs() * mask).sum()
-    base = (advantages.abs().unsqueeze(1) * mask).sum()
+    weight = (1.0 - token_logps.detach().to(credit_term.dtype).exp()).clamp(min=0.0) * mask
+    span = float((credit_term * weight).norm())
+    base = float((advantages.to(credit_term.dtype).unsqueeze(1) * weight).norm())
     total = span + base
-    return float(span / total) if total > 0 else 0.0
+    return span / total if total > 0 else 0.0

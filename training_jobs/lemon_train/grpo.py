@@ -14,8 +14,9 @@ level (``importance_sampling_level="token"``), so each token's ratio meets its o
 Batch sizes: ``per_device_batch_size`` counts *tasks* per device step; TRL's batch is
 ``per_device_batch_size × group_size`` completions.
 
-Data: ``synthetic:<N>`` (the simulator, :mod:`lemon.learning.simulator`: closed-form R_orch,
-short prompts) or JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
+Data: ``synthetic:<N>`` (simulator v1, :mod:`lemon.learning.simulator`: closed-form R_orch,
+short prompts), ``synthetic-v2:<N>`` (simulator v2, :mod:`lemon.learning.simulator_v2`) or
+JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
 :func:`lemon.policy.prompt.policy_messages`, executed on ``profile``'s backends).
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from lemon.learning import simulator_v2
 from lemon.learning.simulator import make_tasks, parse_synthetic_data, synthetic_messages
 from lemon.learning.training_config import TrainingConfig
 from lemon_train.common import (
@@ -45,7 +47,7 @@ from lemon_train.common import (
 )
 from lemon_train.credit import credit_matrix, span_advantages, span_share
 from lemon_train.distributed import barrier
-from lemon_train.rewards import EngineReward, SpecReward, SyntheticReward
+from lemon_train.rewards import EngineReward, SimulatorV2Reward, SpecReward, SyntheticReward
 
 __all__ = [
     "CounterfactualGRPOTrainer",
@@ -54,6 +56,12 @@ __all__ = [
     "load_tasks",
     "run",
 ]
+
+
+SPAN_TERM = "cf_span_term"
+"""Key of the ``(B, T)`` span terms ``λ_cf · Σ Δc`` in a generation batch."""
+GLOBAL_ADVANTAGE = "cf_global_advantages"
+"""Key of TRL's own ``(B,)`` group advantages, kept beside the combined ones."""
 
 
 class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
@@ -74,26 +82,54 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         advantages: torch.Tensor = output["advantages"]
         mask: torch.Tensor = output["completion_mask"]
         credits = self.spec_reward.take_pending(advantages.shape[0])
-        model: Any = self.model
-        mode = "train" if model.training else "eval"
         if self.lambda_cf == 0 or not any(credits):
-            self._metrics[mode]["cf/span_share"].append(0.0)
             return output
         credit = credit_matrix(credits, mask.shape[1]).to(advantages.device)
         combined = span_advantages(advantages, credit, self.lambda_cf, mask)
-        share = span_share(advantages, combined - advantages.unsqueeze(1), mask)
-        self._metrics[mode]["cf/span_share"].append(share)
+        trained: Any = self.model
+        mode = "train" if trained.training else "eval"
         self._metrics[mode]["cf/span_tokens"].append(float((credit != 0).sum()))
+        output[SPAN_TERM] = combined - advantages.unsqueeze(1)
+        output[GLOBAL_ADVANTAGE] = advantages
         output["advantages"] = combined
         return output
+
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+        found = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        self._last_logps = found[0]
+        return found
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        """TRL's loss, plus ``cf/span_share``: the span terms' share of the gradient w.r.t. the
+        sampled tokens' logits (:func:`lemon_train.credit.span_share`), from the log-probs the
+        loss itself computed."""
+        compute: Any = super()._compute_loss
+        loss: torch.Tensor = compute(model, inputs)
+        trained: Any = self.model
+        mode = "train" if trained.training else "eval"
+        term = inputs.get(SPAN_TERM)
+        logps = getattr(self, "_last_logps", None)
+        if term is None or logps is None:
+            self._metrics[mode]["cf/span_share"].append(0.0)
+            return loss
+        share = span_share(inputs[GLOBAL_ADVANTAGE], term, inputs["completion_mask"], logps)
+        self._metrics[mode]["cf/span_share"].append(share)
+        return loss
 
 
 def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
     """The GRPO dataset rows and whether they are the simulator's (located errors otherwise)."""
     try:
         count = parse_synthetic_data(config.data)
+        count_v2 = simulator_v2.parse_data(config.data)
     except ValueError as exc:
         raise TrainingError(f"data: {exc}") from None
+    if count_v2 is not None:
+        tasks = simulator_v2.make_tasks(count_v2, seed=config.hyperparameters.seed)
+        rows_v2 = [
+            {"prompt": synthetic_messages(t.text), **simulator_v2.task_row(t)} for t in tasks
+        ]
+        return rows_v2, True
     if count is not None:
         rows: list[dict[str, Any]] = [
             {
@@ -165,6 +201,8 @@ def make_reward(config: TrainingConfig, tokenizer: Any, *, synthetic: bool) -> S
         "counterfactual": config.counterfactual,
         "seed": config.hyperparameters.seed,
     }
+    if synthetic and simulator_v2.parse_data(config.data) is not None:
+        return SimulatorV2Reward(decode, **common)
     if synthetic:
         return SyntheticReward(decode, **common)
     return EngineReward(

@@ -8,9 +8,12 @@ batch. For each completion it:
 3. scores the valid spec: :class:`SyntheticReward` in closed form (the simulator,
    :mod:`lemon.learning.simulator`), :class:`EngineReward` by executing it with the configured
    profile's backends and one shared :class:`~lemon.engine.executor.CallCache`;
-4. when counterfactual credit is on, scores up to K single-field mutants of the enabled kinds
-   (with the same cache, so only the agents whose inputs changed re-run) and records
-   ``Δc = R(spec) − R(mutant)`` on the token positions of the edited field.
+4. when counterfactual credit is on, picks fields of the spec at random (up to K mutants in
+   all) and scores their mutants of the enabled kinds (with the same cache, so only the agents
+   whose inputs changed re-run). With both ``upgrade_capacity`` and ``downgrade_capacity``
+   enabled, a capacity field is scored at every other tier; the field's credit ``Δc`` follows
+   :func:`lemon_train.credit.field_credits` and lands on the tokens of the mutation's
+   ``credit_span`` (the tokens that create the field).
 
 The credits of the last call wait in :attr:`SpecReward.pending` for the trainer
 (:class:`lemon_train.grpo.CounterfactualGRPOTrainer`), which adds ``λ_cf · Δc`` to those tokens'
@@ -32,12 +35,21 @@ from lemon.learning.training_config import CounterfactualConfig
 from lemon.pricing import resolve_prices
 from lemon.reward import Outcome, RewardConfig, orchestration_reward
 from lemon.spec.issues import SpecError
-from lemon.spec.mutations import Mutation, mutations
+from lemon.spec.models import Capacity, Spec
+from lemon.spec.mutations import Mutation, MutationKind, capacity_mutation, mutations
+from lemon.spec.roles import default_roles
 from lemon.spec.spans import span_to_token_indices
 from lemon.spec.validation import ParsedSpec, parse_spec
-from lemon_train.credit import SpanCredit, token_offsets
+from lemon_train.credit import MutantScore, SpanCredit, field_credits, token_offsets
 
-__all__ = ["BatchStats", "EngineReward", "SpecReward", "SyntheticReward"]
+__all__ = [
+    "BatchStats",
+    "EngineReward",
+    "SimulatorV2Reward",
+    "SpecReward",
+    "SyntheticReward",
+    "call_keys",
+]
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -53,6 +65,8 @@ class BatchStats:
     deltas_by_kind: dict[str, list[float]] = field(default_factory=dict)
     optimum_ratio: list[float] = field(default_factory=list)
     mutant_runs: int = 0
+    worker_calls: int = 0
+    """Agent executions a reuse cache living for this batch could not answer (simulators)."""
 
     def metrics(self) -> dict[str, float]:
         out = {
@@ -61,6 +75,8 @@ class BatchStats:
             "worker_tokens": statistics.fmean(self.worker_tokens) if self.worker_tokens else 0.0,
             "cf/mutants": float(self.mutant_runs),
         }
+        if self.worker_calls:
+            out["worker_calls"] = float(self.worker_calls)
         if self.deltas:
             out["cf/delta_mean"] = statistics.fmean(self.deltas)
             out["cf/delta_abs_mean"] = statistics.fmean(map(abs, self.deltas))
@@ -92,6 +108,7 @@ class SpecReward:
         self.rng = random.Random(seed)
         self.pending: list[list[SpanCredit]] | None = None
         self.last: BatchStats = BatchStats()
+        self._calls: set[tuple[Any, ...]] = set()
 
     # -- what subclasses provide ------------------------------------------------------------
     async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
@@ -118,11 +135,33 @@ class SpecReward:
             config=self.rewards,
         )
 
-    def _pick(self, parsed: ParsedSpec) -> list[Mutation]:
-        found = mutations(parsed, kinds=self.counterfactual.kinds)
-        if len(found) > self.counterfactual.max_mutants:
-            found = sorted(self.rng.sample(found, self.counterfactual.max_mutants), key=_span)
-        return found
+    def _fields(self, parsed: ParsedSpec) -> list[list[Mutation]]:
+        """The spec's mutants of the enabled kinds, one list per field, up to K mutants."""
+        kinds = set(self.counterfactual.kinds)
+        capacity = {MutationKind.UPGRADE_CAPACITY, MutationKind.DOWNGRADE_CAPACITY}
+        sweep = capacity <= kinds
+        fields: dict[tuple[str, str], list[Mutation]] = {}
+        for mutation in mutations(parsed, kinds=kinds - capacity if sweep else kinds):
+            fields.setdefault(mutation.field, []).append(mutation)
+        if sweep:  # every other tier of each capacity field (tools have none)
+            roles = default_roles()
+            for agent in parsed.spec.agents:
+                if agent.role in roles and roles[agent.role].is_tool:
+                    continue
+                fields[(agent.name, "capacity")] = [
+                    capacity_mutation(parsed, agent.name, tier)
+                    for tier in Capacity
+                    if tier is not agent.capacity
+                ]
+        groups = list(fields.values())
+        self.rng.shuffle(groups)
+        picked, budget = [], self.counterfactual.max_mutants
+        for group in groups:
+            if len(group) <= budget:
+                picked.append(group)
+                budget -= len(group)
+        picked.sort(key=lambda group: group[0].span)
+        return picked
 
     async def _one(
         self, index: int, ids: Sequence[int], row: Mapping[str, Any], stats: BatchStats
@@ -137,6 +176,7 @@ class SpecReward:
                 stats.optimum_ratio.append(self.rewards.invalid_reward / best)
             return self.rewards.invalid_reward, []
         outcome = await self.score(index, parsed, row)
+        self.count_calls(parsed.spec, row, stats)
         reward = self._reward(outcome)
         stats.worker_tokens.append(outcome.worker_tokens)
         best = self.optimum(row)
@@ -144,20 +184,39 @@ class SpecReward:
             stats.optimum_ratio.append(reward / best)
         if not (self.counterfactual.enabled and outcome.valid):
             return reward, []
-        chosen = self._pick(parsed)
+        fields = self._fields(parsed)
+        chosen = [mutation for group in fields for mutation in group]
         if not chosen:
             return reward, []
         offsets = token_offsets(self.decode, ids)
         outcomes = await asyncio.gather(*(self.score_mutant(index, m, parsed, row) for m in chosen))
-        credits = []
+        scores = []
         for mutation, mutant in zip(chosen, outcomes, strict=True):
-            delta = reward - self._reward(mutant)
+            self.count_calls(mutation.spec, row, stats)
             stats.mutant_runs += 1
-            stats.deltas.append(delta)
-            stats.deltas_by_kind.setdefault(mutation.kind.value, []).append(delta)
-            tokens = tuple(span_to_token_indices(mutation.span, offsets))
-            credits.append(SpanCredit(mutation.kind.value, tokens, delta))
+            tokens = tuple(span_to_token_indices(mutation.credit_span, offsets))
+            scores.append(
+                MutantScore(
+                    mutation.field,
+                    mutation.kind.value,
+                    self._reward(mutant),
+                    tokens,
+                    value_edit=mutation.kind.field == "capacity",
+                )
+            )
+        kinds = set(self.counterfactual.kinds)
+        credits = field_credits(
+            reward,
+            scores,
+            all_values={MutationKind.UPGRADE_CAPACITY, MutationKind.DOWNGRADE_CAPACITY} <= kinds,
+        )
+        for credit in credits:
+            stats.deltas.append(credit.delta)
+            stats.deltas_by_kind.setdefault(credit.kind, []).append(credit.delta)
         return reward, credits
+
+    def count_calls(self, spec: Spec, row: Mapping[str, Any], stats: BatchStats) -> None:
+        """Count the worker calls of executing ``spec`` (simulators; the engine has its own)."""
 
     async def __call__(
         self,
@@ -172,6 +231,7 @@ class SpecReward:
             for i in range(count)
         ]
         stats = BatchStats(valid=[True] * count)
+        self._calls = set()
         results = await asyncio.gather(
             *(self._one(i, ids, rows[i], stats) for i, ids in enumerate(completion_ids))
         )
@@ -198,8 +258,43 @@ class SpecReward:
         return pending
 
 
-def _span(mutation: Mutation) -> tuple[int, int]:
-    return mutation.span
+def call_keys(spec: Spec, task: str) -> list[tuple[Any, ...]]:
+    """One key per agent of ``spec``, as the engine's reuse cache would see its call: the task,
+    the agent's name, role, duties and tier, and (recursively) the calls whose answers it reads.
+    Equal keys are one call; a mutant shares the keys of every agent it did not change."""
+    by_name = {agent.name: agent for agent in spec.agents}
+    keys: dict[str, tuple[Any, ...]] = {}
+
+    def key(name: str) -> tuple[Any, ...]:
+        if name not in keys:
+            agent = by_name[name]
+            inputs = tuple(key(dep) for dep in agent.depends_on)
+            keys[name] = (task, name, agent.role, agent.duties, agent.capacity.value, inputs)
+        return keys[name]
+
+    return [key(agent.name) for agent in spec.agents]
+
+
+class _CountedCalls:
+    """Mixin for the simulators: worker calls counted against a cache living for one batch."""
+
+    _calls: set[tuple[Any, ...]]
+
+    def count_calls(self, spec: Spec, row: Mapping[str, Any], stats: BatchStats) -> None:
+        for key in call_keys(spec, str(row.get("id", row.get("task", "")))):
+            if key not in self._calls:
+                self._calls.add(key)
+                stats.worker_calls += 1
+
+
+def simulated_outcome(result: Any) -> Outcome:
+    """The outcome of a simulator's evaluation (either simulator's ``Evaluation``)."""
+    return Outcome(
+        success=result.success,
+        worker_tokens=result.worker_tokens,
+        agents=result.agents,
+        edges=result.edges,
+    )
 
 
 def task_from_row(row: Mapping[str, Any]) -> SyntheticTask:
@@ -220,32 +315,56 @@ def task_from_row(row: Mapping[str, Any]) -> SyntheticTask:
         raise ValueError(f"synthetic row lacks column {exc.args[0]!r}: {dict(row)!r}") from None
 
 
-class SyntheticReward(SpecReward):
+class SyntheticReward(_CountedCalls, SpecReward):
     """R_orch in closed form from the simulator (no execution; mutants cost nothing)."""
 
     async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
         result = evaluate(parsed.spec, parsed.output, task_from_row(row), config=self.rewards)
-        return Outcome(
-            success=result.success,
-            worker_tokens=result.worker_tokens,
-            agents=result.agents,
-            edges=result.edges,
-        )
+        return simulated_outcome(result)
 
     async def score_mutant(
         self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
     ) -> Outcome:
         output = mutation.spec.output or parsed.output
         result = evaluate(mutation.spec, output, task_from_row(row), config=self.rewards)
-        return Outcome(
-            success=result.success,
-            worker_tokens=result.worker_tokens,
-            agents=result.agents,
-            edges=result.edges,
-        )
+        return simulated_outcome(result)
 
     def optimum(self, row: Mapping[str, Any]) -> float | None:
         return optimal(task_from_row(row), config=self.rewards)[1]
+
+
+class SimulatorV2Reward(_CountedCalls, SpecReward):
+    """R_orch from simulator v2 (:mod:`lemon.learning.simulator_v2`): sampled success with
+    the task's own draws, so a spec and its mutants share them (common random numbers)."""
+
+    _tasks: dict[Any, Any] = {}  # noqa: RUF012 - replaced per instance, never mutated
+
+    async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
+        return self._outcome(parsed.spec, parsed.output, row)
+
+    async def score_mutant(
+        self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
+    ) -> Outcome:
+        return self._outcome(mutation.spec, mutation.spec.output or parsed.output, row)
+
+    def _task(self, row: Mapping[str, Any]) -> Any:
+        from lemon.learning import simulator_v2
+
+        key = (row.get("id"), row.get("needs"), row.get("draws"))
+        if key not in self._tasks:
+            self._tasks = {key: simulator_v2.task_from_row(row)}  # rows come task by task
+        return self._tasks[key]
+
+    def _outcome(self, spec: Spec, output: str, row: Mapping[str, Any]) -> Outcome:
+        from lemon.learning import simulator_v2
+
+        result = simulator_v2.evaluate(spec, output, self._task(row), config=self.rewards)
+        return simulated_outcome(result)
+
+    def optimum(self, row: Mapping[str, Any]) -> float | None:
+        from lemon.learning import simulator_v2
+
+        return simulator_v2.optimal(self._task(row), config=self.rewards)[1]
 
 
 def answer_success(answer: str | None, gold: Any) -> float:

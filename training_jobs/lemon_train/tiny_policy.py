@@ -1,14 +1,21 @@
-"""A tiny policy for the simulator on CPU: a small byte-level BPE tokenizer and a tiny Llama.
+"""A tiny policy for the simulators on CPU: a small byte-level BPE tokenizer and a tiny Llama.
 
 SmolLM2's 49k-token vocabulary makes the output layer (and TRL's per-token entropy over it)
 dominate a tiny model's step on a shared CPU, and a tiny model spelling ``capacity: large``
-in five sub-word tokens often wrote a value that did not match its key. For the simulator, a
-byte-level BPE (about 850 tokens) is trained on the simulator's own prompts and specs, with
-merges allowed across spaces inside a line but never across a line break or a space after a
-word: a spec line such as ``    capacity: large`` becomes one token (one decision), task words
-stay separate tokens, and any byte sequence still decodes exactly, so span → token mapping works
-as with any tokenizer (a field's credit lands on its line's token). Same chat roles and
-``<|im_end|>`` end of turn as SmolLM2.
+in five sub-word tokens often wrote a value that did not match its key. For the simulators
+(:mod:`lemon.learning.simulator`, :mod:`lemon.learning.simulator_v2`), a byte-level BPE is
+trained on their own prompts and specs. Its pre-tokenizer decides what one token may hold:
+
+- a line break ends a piece (merged into the piece before it);
+- a key and its value are separate pieces: ``    capacity: `` | ``large\n``, ``  - name: `` |
+  ``math\n``, so one token never stands for two choices (a key token is the decision that the
+  field exists, a value token the decision of its value);
+- flow-list punctuation stands alone: ``[`` | ``math`` | ``,`` | `` code`` | ``]``, so each
+  ``depends_on`` entry is its own token and ``,`` (another entry follows) its own decision;
+- words of a task stay separate tokens (a space after a letter starts a new piece).
+
+Merges never cross pieces, and any byte sequence still decodes exactly, so span → token mapping
+works as with any tokenizer. Same chat roles and ``<|im_end|>`` end of turn as SmolLM2.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
 def synthetic_corpus(count: int = 2000, *, seed: int = 0) -> list[str]:
-    """Prompts and canonical-family specs of the simulator (what the policy reads and writes)."""
+    """Prompts and specs of both simulators (what the policy reads and writes)."""
+    from lemon.learning import simulator_v2
     from lemon.learning.simulator import canonical_specs, make_tasks, synthetic_messages
     from lemon.policy.prompt import system_prompt
     from lemon.spec.formatting import format_spec
@@ -39,6 +47,10 @@ def synthetic_corpus(count: int = 2000, *, seed: int = 0) -> list[str]:
     for task in make_tasks(count, seed=seed):
         texts.append(synthetic_messages(task)[0]["content"])
         texts.append(format_spec(rng.choice(canonical_specs(task))))
+    for task_v2 in simulator_v2.make_tasks(count, seed=seed):
+        texts.append(synthetic_messages(task_v2.text)[0]["content"])
+        texts.append(simulator_v2.teacher_spec(task_v2, rng))
+        texts.append(format_spec(simulator_v2.optimal(task_v2)[0]))
     return texts
 
 
@@ -51,7 +63,9 @@ def train_tokenizer(vocab_size: int = 1024, *, seed: int = 0) -> Any:
     core.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split("\n", behavior="merged_with_previous"),
-            pre_tokenizers.Split(Regex(r"(?<=[A-Za-z,;]) "), behavior="merged_with_next"),
+            pre_tokenizers.Split(Regex(r": "), behavior="merged_with_previous"),
+            pre_tokenizers.Split(Regex(r"[\[\],]"), behavior="isolated"),
+            pre_tokenizers.Split(Regex(r"(?<=[A-Za-z;.]) "), behavior="merged_with_next"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )

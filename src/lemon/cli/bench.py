@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Callable
 from importlib.metadata import distributions
 from pathlib import Path
@@ -68,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # registered first (importlib's recipe), so that pickle finds the module's functions by
+    # name: a benchmark may hand them to worker processes
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     main: Callable[[list[str]], int] = module.main
     return main([*(["--json"] if args.json else []), *args.bench_args])

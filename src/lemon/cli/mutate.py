@@ -14,10 +14,10 @@ __all__ = ["register", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from lemon.spec.mutations import MutationKind, mutations
+    from lemon.spec.mutations import PAPER_KINDS, MutationKind, mutations
 
     parsed = single_spec(args)
-    kinds = [MutationKind(k) for k in args.kind] if args.kind else list(MutationKind)
+    kinds = [MutationKind(k) for k in args.kind] if args.kind else list(PAPER_KINDS)
     found = mutations(parsed, kinds=kinds)
     if args.json:
         for mutation in found:
@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
+    from lemon.spec.mutations import MutationKind
+
     about = "list single-field counterfactual mutations of a spec"
     p = sub.add_parser("mutate", help=about, description=about)
     p.add_argument("path", metavar="PATH")
@@ -42,8 +44,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--kind",
         action="append",
-        choices=["drop_dependency", "rollback_role", "downgrade_capacity"],
-        help="only these kinds (repeatable)",
+        choices=[kind.value for kind in MutationKind],
+        help="only these kinds (repeatable; default: the paper's three, drop_dependency, "
+        "rollback_role and downgrade_capacity; upgrade_capacity and remove_agent on request)",
     )
     add_spec_options(p)
     p.set_defaults(handler=run)

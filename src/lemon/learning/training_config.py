@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic.alias_generators import to_camel
 
 from lemon.reward import RewardConfig
-from lemon.spec.mutations import MutationKind
+from lemon.spec.mutations import PAPER_KINDS, MutationKind
 
 __all__ = [
     "PACKAGED_BASE",
@@ -93,8 +93,9 @@ class CounterfactualConfig(_Config):
         default=1.0, ge=0, description="Weight of Δc on the edited field's tokens."
     )
     kinds: list[MutationKind] = Field(
-        default_factory=lambda: list(MutationKind),
-        description="Mutation kinds: drop_dependency, rollback_role, downgrade_capacity.",
+        default_factory=lambda: list(PAPER_KINDS),
+        description="Mutation kinds: drop_dependency, rollback_role, downgrade_capacity (the "
+        "default, the paper's three), upgrade_capacity, remove_agent (two-way edits).",
     )
     max_mutants: int = Field(default=2, ge=1, le=64, description="Mutants per valid spec (K).")
 
@@ -108,7 +109,7 @@ class TrainingConfig(_Config):
     )
     data: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="JSONL: SFT rows (prompt, completion) or GRPO tasks (task, answer, "
-        "benchmark); or 'synthetic:<N>' for the synthetic orchestration environment."
+        "benchmark); or 'synthetic:<N>' / 'synthetic-v2:<N>' for simulator v1 / v2."
     )
     output_dir: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="Where the produced policy version is published."

@@ -32,7 +32,7 @@ from lemon.resources.capacity_profile import Resources
 from lemon.resources.status import Condition
 from lemon.reward import RewardConfig
 from lemon.spec.models import ApiVersion, ObjectMeta
-from lemon.spec.mutations import MutationKind
+from lemon.spec.mutations import PAPER_KINDS, MutationKind
 
 __all__ = [
     "CONFIG_PATH",
@@ -91,9 +91,10 @@ class Counterfactual(CounterfactualConfig):
     model_config = _CAMEL
 
     kinds: list[MutationKind] = Field(
-        default_factory=lambda: list(MutationKind),
+        default_factory=lambda: list(PAPER_KINDS),
         max_length=len(MutationKind),
-        description="Mutation kinds: drop_dependency, rollback_role, downgrade_capacity.",
+        description="Mutation kinds: drop_dependency, rollback_role, downgrade_capacity (the "
+        "default, the paper's three), upgrade_capacity, remove_agent (two-way edits).",
     )
 
 
