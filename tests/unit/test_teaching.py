@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
 from lemon.data.items import Benchmark, NumericItem
-from lemon.policy.prompt import policy_messages
+from lemon.policy.prompt import policy_messages, spec_completion
 from lemon.policy.template import template_spec
 from lemon.spec.models import Capacity
 from lemon.spec.validation import parse_spec
@@ -44,6 +44,22 @@ def test_candidates_are_distinct_valid_and_start_with_the_template() -> None:
     assert len(texts) == len(found) > 8
     assert any(c.origin.startswith("mutant:drop_dependency") for c in found)
     assert len(candidate_specs("What is 2 + 2?", limit=3)) == 3
+
+
+def test_candidates_span_every_tier_with_one_agent_cheap_to_expensive() -> None:
+    found = candidate_specs("What is 2 + 2?", limit=50)
+    singles = [c for c in found if c.origin.startswith("topology:single:")]
+    assert [c.origin for c in singles] == [
+        "topology:single:small", "topology:single:medium", "topology:single:large",
+    ]  # fmt: skip
+    for candidate, tier in zip(singles, Capacity, strict=True):
+        assert [(a.role, a.capacity) for a in candidate.spec.agents] == [("math_solver", tier)]
+        assert parse_spec(spec_completion(candidate.spec, candidate.spec.output)).spec == (
+            candidate.spec
+        )
+    # the template and its compute variant come first; the tiers before the larger teams
+    origins = [c.origin for c in found]
+    assert origins.index("topology:single:large") < origins.index("topology:chain")
 
 
 def test_search_keeps_the_candidate_with_the_best_reward(tmp_path: Path) -> None:

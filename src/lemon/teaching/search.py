@@ -34,7 +34,13 @@ from lemon.teaching.rows import Progress, TeacherStats, sft_row, write_rows
 
 __all__ = ["Candidate", "SearchSettings", "candidate_specs", "search_teacher"]
 
-_TEAMS = (Team.SINGLE, Team.POT, Team.CHAIN, Team.PLAN_POT, Team.STAR)
+_TEAMS = (Team.POT, Team.CHAIN, Team.PLAN_POT, Team.STAR)
+
+
+def _on_tier(spec: Spec, tier: Capacity) -> Spec:
+    """``spec`` with every agent on ``tier``."""
+    agents = [agent.model_copy(update={"capacity": tier}) for agent in spec.agents]
+    return spec.model_copy(update={"agents": agents})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +51,20 @@ class Candidate:
 
 def candidate_specs(task: str, limit: int, *, kind: TaskKind | None = None) -> list[Candidate]:
     """Up to ``limit`` distinct candidate specs for ``task``, in a fixed order: the template,
-    its compute variant, fixed teams, then the template's single-field mutants."""
+    its compute variant, one agent on each tier (small, medium, large), the other fixed teams,
+    then the template's single-field mutants."""
     kind = kind or classify_task(task)
     _, spec, text = template_spec(task, kind=kind)
     found: list[Candidate] = [Candidate("template", spec)]
     if kind is TaskKind.MATH:
         compute = template_spec(task, kind=kind, variant=TemplateVariant.COMPUTE)[1]
         found.append(Candidate(f"template:{TemplateVariant.COMPUTE}", compute))
+    # one agent on each tier, cheap to expensive: what a capacity choice alone is worth
+    single = team_spec(Team.SINGLE, task, kind=kind)
+    found += [
+        Candidate(f"topology:{Team.SINGLE}:{tier.value}", _on_tier(single, tier))
+        for tier in Capacity
+    ]
     found += [Candidate(f"topology:{team}", team_spec(team, task, kind=kind)) for team in _TEAMS]
     parsed = parse_spec(text)
     found += [
