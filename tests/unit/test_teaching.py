@@ -136,3 +136,53 @@ def test_teacher_cli_with_the_scripted_profile(tmp_path: Path) -> None:
     bad = run_lemon("teacher", "search", "--benchmark", "nope", "--out", str(out))
     assert bad.returncode == 2
     assert "unknown benchmark 'nope'" in bad.stderr
+
+
+def _search_row(item: str, chosen: str, scored: list[tuple[str, float, float, int]]) -> str:
+    candidates = [
+        {"origin": o, "reward": r, "success": s, "worker_tokens": t, "priced_tokens": t / 2}
+        for o, r, s, t in scored
+    ]
+    best = next(c for c in candidates if c["origin"] == chosen)
+    provenance = {"teacher": "search", "chosen": chosen, **best, "candidates": candidates}
+    provenance.pop("origin")
+    return json.dumps({"id": item, "provenance": provenance}) + "\n"
+
+
+def test_summary_counts_wins_accuracy_cost_and_the_gap_over_the_template(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    large, template = "single:large", "template"
+    rows.write_text(
+        _search_row("a", large, [(template, 0.2, 0.0, 900), (large, 0.9, 1.0, 300)])
+        + _search_row("b", template, [(template, 0.8, 1.0, 1000), (large, -0.1, 0.0, 200)])
+        + _search_row("c", template, [(template, -0.1, 0.0, 800), (large, -0.2, 0.0, 400)])
+        + '{"id": "torn", "provenance": {"teach'  # a half-written last line is skipped
+    )
+    done = run_lemon("teacher", "summary", str(rows), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["items"] == 3
+    assert summary["best_accuracy"] == round(2 / 3, 4)
+    assert summary["chosen_accuracy"] == round(2 / 3, 4)
+    assert summary["template_chosen"] == 2
+    assert summary["chosen_over_template"] == round((0.7 + 0.0 + 0.0) / 3, 4)
+    by_origin = {c["origin"]: c for c in summary["candidates"]}
+    assert [c["origin"] for c in summary["candidates"]] == ["template", "single:large"]
+    assert by_origin["single:large"] == {
+        "origin": "single:large", "items": 3, "accuracy": round(1 / 3, 4),
+        "mean_reward": 0.2, "mean_tokens": 300.0, "mean_priced_tokens": 150.0, "chosen": 1,
+    }  # fmt: skip
+    table = run_lemon("teacher", "summary", str(rows))
+    assert table.returncode == 0, table.stderr
+    assert "template chosen 2 times" in table.stdout
+
+
+def test_summary_refuses_rows_of_another_teacher_naming_the_row(tmp_path: Path) -> None:
+    rows = tmp_path / "llm.jsonl"
+    rows.write_text(json.dumps({"id": "t-1", "provenance": {"teacher": "llm"}}) + "\n")
+    done = run_lemon("teacher", "summary", str(rows))
+    assert done.returncode == 2
+    assert "row 't-1' is not a search-teacher row" in done.stderr
+    missing = run_lemon("teacher", "summary", str(tmp_path / "absent.jsonl"))
+    assert missing.returncode == 2
+    assert "no such file" in missing.stderr

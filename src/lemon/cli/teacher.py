@@ -1,4 +1,5 @@
-"""``lemon teacher search|llm``: write SFT rows for the policy (see :mod:`lemon.teaching`)."""
+"""``lemon teacher search|llm``: write SFT rows for the policy (see :mod:`lemon.teaching`);
+``lemon teacher summary``: what a search's rows say about the teams it tried."""
 
 from __future__ import annotations
 
@@ -115,6 +116,32 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true")
 
 
+def run_summary(args: argparse.Namespace) -> int:
+    from lemon.jsonl import read_records
+    from lemon.teaching.summary import summarize_search
+
+    if not args.rows.is_file():
+        raise UsageError(f"{args.rows}: no such file")
+    try:
+        summary = summarize_search(read_records(args.rows).values())
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.rows}: {exc}") from None
+    if args.json:
+        print(json.dumps(summary.to_json()))
+        return EXIT_OK
+    print(f"{summary.items} items; best candidate succeeds on {summary.best_accuracy:.0%}, "
+          f"the chosen one on {summary.chosen_accuracy:.0%}; template chosen "
+          f"{summary.template_chosen} times")  # fmt: skip
+    if summary.chosen_over_template is not None:
+        print(f"chosen reward - template reward: {summary.chosen_over_template:+.4f} (mean)")
+    print(f"{'candidate':<40} {'items':>5} {'acc':>6} {'reward':>8} {'tokens':>8} "
+          f"{'priced':>8} {'chosen':>6}")  # fmt: skip
+    for c in summary.candidates:
+        print(f"{c.origin:<40} {c.items:>5} {c.accuracy:>6.2f} {c.mean_reward:>8.4f} "
+              f"{c.mean_tokens:>8.1f} {c.mean_priced_tokens:>8.1f} {c.chosen:>6}")  # fmt: skip
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "teacher",
@@ -139,3 +166,9 @@ def register(sub: Any) -> None:
     llm.add_argument("--max-tokens", type=int, default=384)
     llm.add_argument("--concurrency", type=int, default=4)
     llm.set_defaults(handler=run_llm)
+    summary = teachers.add_parser(
+        "summary", help="per candidate team: accuracy, cost, how often chosen; the upper bound"
+    )
+    summary.add_argument("rows", type=Path, help="a search teacher's SFT rows (JSONL)")
+    add_json_option(summary)
+    summary.set_defaults(handler=run_summary)
