@@ -23,6 +23,7 @@ from lemon.learning.training_config import CounterfactualConfig, TrainingConfig
 from lemon.policy.version import read_policy
 from lemon.reward import RewardConfig
 from lemon.spec.formatting import format_spec
+from lemon.spec.models import Capacity
 from lemon.spec.mutations import mutations
 from lemon.spec.validation import parse_spec
 from lemon_train.credit import SpanCredit, credit_matrix, span_advantages
@@ -298,6 +299,86 @@ def test_engine_reward_executes_specs_and_reuses_calls_for_mutants(tiny_policy: 
     tokens = {c.kind: tokenizer.decode([ids[t] for t in c.tokens]) for c in credits[0]}
     assert "medium" in tokens["downgrade_capacity"]
     assert "solver" in tokens["drop_dependency"]
+
+
+def test_engine_reward_scores_humaneval_in_the_sandbox(tiny_policy: Path, tmp_path: Path) -> None:
+    """GRPO on HumanEval rows scores the team's program by running the item's tests in the
+    sandbox (as ``lemon eval`` does), with the programmer's prefill and the configured worker
+    budget: the canonical solution earns success 1, a wrong body 0."""
+    from lemon.data import split_items
+    from lemon.tasks import item_prefills
+    from lemon_train.common import load_tokenizer
+    from lemon_train.grpo import benchmark_tasks
+    from lemon_train.rewards import EngineReward
+
+    right, wrong = split_items("humaneval", split="train")[:2]
+    profiles = tmp_path / "profiles.yaml"
+    rules = [
+        {
+            "match": right.entry_point,
+            "output": f"```python\n{right.prompt}{right.canonical_solution}```",
+        },
+        {"match": wrong.entry_point, "output": "```python\n    return None\n```"},
+    ]
+    tier = {"type": "scripted", "scripted": {"name": "code", "rules": rules}}
+    tiers = dict.fromkeys(("small", "medium", "large"), tier)
+    profiles.write_text(json.dumps({"profiles": [{"name": "code", "tiers": tiers}]}))  # no aliases
+    tokenizer = load_tokenizer(str(tiny_policy))
+    text = "agents:\n  - name: coder\n    role: programmer\n    capacity: medium\noutput: coder\n"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    rows = benchmark_tasks("benchmark:humaneval:train:2")
+    assert [row["id"] for row in rows] == [right.id, wrong.id]
+    assert rows[0]["answer"] is None
+    assert rows[0]["benchmark"] == "humaneval"
+    reward = EngineReward(
+        lambda i: tokenizer.decode(list(i), skip_special_tokens=True),
+        rewards=RewardConfig(),
+        counterfactual=CounterfactualConfig(enabled=False),
+        profile="code",
+        profiles_file=str(profiles),
+        call_cache=False,
+        worker_max_tokens=123,
+    )
+    columns = {key: [row[key] for row in rows] for key in ("task", "answer", "benchmark", "id")}
+    try:
+        rewards = asyncio.run(
+            reward(prompts=[None] * 2, completions=[None] * 2, completion_ids=[ids, ids], **columns)
+        )
+        requests = reward._get_backends()[Capacity.MEDIUM].requests
+    finally:
+        asyncio.run(reward.aclose())
+    assert rewards[0] - rewards[1] == pytest.approx(1.0, abs=0.01)  # success 1 vs 0, tokens ~
+    assert len(requests) == 2
+    assert {r.decoding.max_tokens for r in requests} == {123}
+    assert {r.prefill for r in requests} == {item_prefills(right).get("programmer", "")}
+
+
+def test_grpo_benchmark_data_rows_and_located_errors() -> None:
+    """``benchmark:<name>[:<split>[:<limit>[:<offset>]]]`` selects shipped items as GRPO rows
+    (the policy prompt of the task the agents see, the gold answer); bad forms say what is wrong."""
+    from lemon.data import split_items
+    from lemon.policy.prompt import policy_messages
+    from lemon.tasks import task_text
+    from lemon_train.common import TrainingError
+    from lemon_train.grpo import benchmark_tasks
+
+    items = split_items("gsm8k", split="train")[3:5]
+    rows = benchmark_tasks("benchmark:gsm8k:train:2:3")
+    assert [row["id"] for row in rows] == [item.id for item in items]
+    assert [row["answer"] for row in rows] == [item.answer_text for item in items]
+    assert rows[0]["prompt"] == policy_messages(task_text(items[0]))
+    assert len(benchmark_tasks("benchmark:multiarith")) == len(
+        split_items("multiarith", split="train")
+    )
+    for data, message in [
+        ("benchmark:", "expected benchmark:<name>"),
+        ("benchmark:gsm8k:train:ten", "limit must be a whole number, not 'ten'"),
+        ("benchmark:nope", "'nope'"),
+        ("benchmark:gsm8k:validation", "'validation'"),
+        ("benchmark:gsm8k:train:5:100000", "no items selected"),
+    ]:
+        with pytest.raises(TrainingError, match=message):
+            benchmark_tasks(data)
 
 
 def test_mutation_kinds_and_the_counterfactual_switch(tiny_policy: Path) -> None:

@@ -16,8 +16,10 @@ Batch sizes: ``per_device_batch_size`` counts *tasks* per device step; TRL's bat
 
 Data: ``synthetic:<N>`` (simulator v1, :mod:`lemon.learning.simulator`: closed-form R_orch,
 short prompts), ``synthetic-v2:<N>`` (simulator v2, :mod:`lemon.learning.simulator_v2`) or
-JSONL task rows ``{"task", "answer", "benchmark", "id"}`` (prompted with
-:func:`lemon.policy.prompt.policy_messages`, executed on ``profile``'s backends).
+JSONL task rows ``{"task", "answer", "benchmark", "id"}`` or ``benchmark:<name>[:<split>[:<limit>
+[:<offset>]]]`` (a shipped benchmark's items; prompted with
+:func:`lemon.policy.prompt.policy_messages`, executed on ``profile``'s backends and scored as
+``lemon eval`` scores them: HumanEval programs run their tests in the sandbox).
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
         return rows, True
     from lemon.policy.prompt import policy_messages
 
+    if config.data.startswith("benchmark:"):
+        return benchmark_tasks(config.data), False
     path = Path(config.data)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -174,6 +178,64 @@ def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
     if not rows:
         raise TrainingError(f"data: {path}: no task rows")
     return rows, False
+
+
+def parse_benchmark_data(data: str) -> tuple[str, str, int, int]:
+    """``benchmark:<name>[:<split>[:<limit>[:<offset>]]]`` as (name, split, limit, offset);
+    split defaults to train (the held-in items), limit 0 means every item."""
+    parts = data.split(":")
+    if parts[0] != "benchmark" or not 2 <= len(parts) <= 5 or not parts[1]:
+        raise TrainingError(
+            f"data: {data!r}: expected benchmark:<name>[:<split>[:<limit>[:<offset>]]]"
+        )
+    name, split = parts[1], parts[2] if len(parts) > 2 and parts[2] else "train"
+    numbers = []
+    for label, text in zip(("limit", "offset"), parts[3:], strict=False):
+        if not text.isdigit():
+            raise TrainingError(f"data: {data!r}: {label} must be a whole number, not {text!r}")
+        numbers.append(int(text))
+    limit, offset = [*numbers, 0, 0][:2]
+    return name, split, limit, offset
+
+
+def benchmark_tasks(data: str) -> list[dict[str, Any]]:
+    """GRPO task rows for a shipped benchmark's items (``lemon data`` lists them); the reward
+    finds each row's item again by ``benchmark`` and ``id`` (HumanEval tests, prefills)."""
+    from lemon.data import Benchmark, DataError, Split, split_items
+    from lemon.data.items import ChoiceItem, NumericItem
+    from lemon.policy.prompt import policy_messages
+    from lemon.tasks import task_text
+
+    name, split, limit, offset = parse_benchmark_data(data)
+    try:
+        items = split_items(Benchmark(name), split=Split(split))
+    except ValueError as exc:  # unknown benchmark or split; DataError is a ValueError too
+        known = ", ".join(b.value for b in Benchmark)
+        kind = "data" if isinstance(exc, DataError) else "benchmark or split"
+        raise TrainingError(f"data: {data!r}: {kind}: {exc} (benchmarks: {known})") from None
+    items = items[offset : offset + limit if limit else None]
+    if not items:
+        raise TrainingError(f"data: {data!r}: no items selected")
+    rows: list[dict[str, Any]] = []
+    for item in items:
+        task = task_text(item)
+        answer = (
+            item.answer_text
+            if isinstance(item, NumericItem)
+            else item.answer
+            if isinstance(item, ChoiceItem)
+            else None
+        )
+        rows.append(
+            {
+                "prompt": policy_messages(task),
+                "task": task,
+                "answer": answer,
+                "benchmark": item.benchmark.value,
+                "id": item.id,
+            }
+        )
+    return rows
 
 
 def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
@@ -206,7 +268,11 @@ def make_reward(config: TrainingConfig, tokenizer: Any, *, synthetic: bool) -> S
     if synthetic:
         return SyntheticReward(decode, **common)
     return EngineReward(
-        decode, profile=config.profile, profiles_file=config.profiles_file, **common
+        decode,
+        profile=config.profile,
+        profiles_file=config.profiles_file,
+        worker_max_tokens=config.hyperparameters.worker_max_tokens,
+        **common,
     )
 
 

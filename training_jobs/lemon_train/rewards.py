@@ -398,9 +398,12 @@ class EngineReward(SpecReward):
         profiles_file: str | None = None,
         seed: int = 0,
         call_cache: bool = True,
+        worker_max_tokens: int = 300,
     ) -> None:
         super().__init__(decode, rewards=rewards, counterfactual=counterfactual, seed=seed)
         self.call_cache = call_cache
+        self.worker_max_tokens = worker_max_tokens
+        self._items: dict[str, dict[str, Any]] = {}
         from lemon.capacity import resolve_profile
         from lemon.engine.executor import CallCache
 
@@ -417,9 +420,27 @@ class EngineReward(SpecReward):
             self._backends = wrap_backends(build_backends(self.profile), cache)
         return self._backends
 
-    async def _run(self, spec: Any, output: str, row: Mapping[str, Any]) -> Outcome:
-        from lemon.engine.executor import execute
+    def item(self, row: Mapping[str, Any]) -> Any:
+        """The shipped benchmark item a row names (``benchmark`` and ``id``), or None: then the
+        row's ``answer`` is the gold answer, compared as a number or a letter."""
+        from lemon.data import Benchmark
+        from lemon.scoring import item_index
 
+        try:
+            benchmark = Benchmark(str(row.get("benchmark", "")))
+        except ValueError:
+            return None
+        if benchmark.value not in self._items:
+            self._items[benchmark.value] = item_index(benchmark)
+        return self._items[benchmark.value].get(str(row.get("id", "")))
+
+    async def _run(self, spec: Any, output: str, row: Mapping[str, Any]) -> Outcome:
+        from lemon.backends.base import Decoding
+        from lemon.engine.executor import ExecutionOptions, execute
+        from lemon.scoring import item_success
+        from lemon.tasks import item_prefills
+
+        item = self.item(row)
         task = str(row.get("task", ""))
         result = await execute(
             spec,
@@ -428,11 +449,21 @@ class EngineReward(SpecReward):
             output=output,
             cache=self.cache,
             profile=self.profile.name,
+            options=ExecutionOptions(
+                decoding=Decoding(max_tokens=self.worker_max_tokens),
+                prefill=None if item is None else item_prefills(item),
+            ),
         )
         prices = resolve_prices(self.rewards.tier_prices, profile=self.profile)
+        if result.status != "succeeded":
+            success = 0.0
+        elif item is None:
+            success = answer_success(result.answer, row.get("answer"))
+        else:  # the sandbox blocks; keep the event loop (other rollouts) running
+            success = await asyncio.to_thread(item_success, item, result.answer)
         return Outcome(
             valid=True,
-            success=answer_success(result.answer, row.get("answer")),
+            success=success,
             worker_tokens=result.prompt_tokens + result.completion_tokens,
             priced_tokens=prices.priced(result.tokens_by_tier()),
             agents=len(spec.agents),

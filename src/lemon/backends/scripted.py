@@ -61,6 +61,8 @@ class ScriptedBackend:
         self.config = config or ScriptedConfig()
         self.tier = tier
         self.calls = 0
+        self.requests: list[GenerationRequest] = []
+        """Every request received, in order (tests read what the engine asked for)."""
         self._failures: Counter[int] = Counter()
         self._patterns = [re.compile(rule.match) for rule in self.config.rules]
 
@@ -74,6 +76,7 @@ class ScriptedBackend:
 
     async def generate(self, request: GenerationRequest) -> Generation:
         self.calls += 1
+        self.requests.append(request)
         prompt = "\n".join(message.content for message in request.messages)
         index = next(
             (i for i, pattern in enumerate(self._patterns) if pattern.search(prompt)), None

@@ -83,6 +83,13 @@ class HyperParameters(_Config):
     temperature: float = Field(default=1.0, gt=0)
     beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model).")
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "dapo"
+    worker_max_tokens: int = Field(
+        default=300,
+        ge=1,
+        le=32768,
+        description="Tokens per worker agent when GRPO executes a spec on real tasks (the "
+        "teacher's and `lemon eval`'s --max-tokens; keep them equal).",
+    )
 
 
 class CounterfactualConfig(_Config):
@@ -109,7 +116,9 @@ class TrainingConfig(_Config):
     )
     data: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="JSONL: SFT rows (prompt, completion) or GRPO tasks (task, answer, "
-        "benchmark); or 'synthetic:<N>' / 'synthetic-v2:<N>' for simulator v1 / v2."
+        "benchmark, id); 'benchmark:<name>[:<split>[:<limit>[:<offset>]]]' for GRPO on a "
+        "shipped benchmark's items (default split train); or 'synthetic:<N>' / "
+        "'synthetic-v2:<N>' for simulator v1 / v2."
     )
     output_dir: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="Where the produced policy version is published."

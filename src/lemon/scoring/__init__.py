@@ -3,7 +3,14 @@
 from lemon.scoring.letters import extract_letter
 from lemon.scoring.numbers import ExtractedNumber, extract_number, numbers_equal
 from lemon.scoring.predictions import Prediction, PredictionError, read_predictions
-from lemon.scoring.scorer import ItemScore, ScoreReport, item_index, score_item, score_predictions
+from lemon.scoring.scorer import (
+    ItemScore,
+    ScoreReport,
+    item_index,
+    item_success,
+    score_item,
+    score_predictions,
+)
 from lemon.scoring.stats import wilson_interval
 
 __all__ = [
@@ -15,6 +22,7 @@ __all__ = [
     "extract_letter",
     "extract_number",
     "item_index",
+    "item_success",
     "numbers_equal",
     "read_predictions",
     "score_item",

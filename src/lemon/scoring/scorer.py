@@ -16,7 +16,14 @@ from lemon.scoring.numbers import extract_number, numbers_equal
 from lemon.scoring.predictions import Prediction, PredictionError
 from lemon.scoring.stats import wilson_interval
 
-__all__ = ["ItemScore", "ScoreReport", "item_index", "score_item", "score_predictions"]
+__all__ = [
+    "ItemScore",
+    "ScoreReport",
+    "item_index",
+    "item_success",
+    "score_item",
+    "score_predictions",
+]
 
 
 class ItemScore(BaseModel):
@@ -46,6 +53,18 @@ def item_index(benchmark: Benchmark, *, directory: Path | str | None = None) -> 
         for item in load_items(benchmark, source=source, directory=directory):
             index[item.id] = item
     return index
+
+
+def item_success(item: Item, answer: str | None, *, sandbox: SandboxConfig | None = None) -> float:
+    """1.0 when ``answer`` solves ``item`` (HumanEval: the program passes its tests in the
+    sandbox), else 0.0; no answer scores 0. One rule for the teacher, GRPO and evaluation."""
+    if answer is None:
+        return 0.0
+    if isinstance(item, CodeItem):
+        from lemon.scoring.code import score_code
+
+        return float(score_code([item], [answer], config=sandbox)[0].passed)
+    return float(score_item(item, answer).correct)
 
 
 def score_item(item: NumericItem | ChoiceItem, output: str) -> ItemScore:

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from lemon.backends.base import Backend, Decoding
-from lemon.data.items import CodeItem, Item
+from lemon.data.items import Item
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.policy.prompt import spec_completion
 from lemon.policy.teams import Team, team_spec
 from lemon.policy.template import TemplateVariant, template_spec
 from lemon.pricing import TierPrices, resolve_prices
 from lemon.reward import RewardConfig, orchestration_reward
+from lemon.scoring.scorer import item_success
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.mutations import mutations
 from lemon.spec.validation import parse_spec
@@ -92,18 +93,6 @@ class SearchSettings:
     ``rewards.tier_prices``, when set, wins over these."""
 
 
-def _success(item: Item, answer: str | None) -> float:
-    if answer is None:
-        return 0.0
-    if isinstance(item, CodeItem):
-        from lemon.scoring.code import score_code
-
-        return float(score_code([item], [answer])[0].passed)
-    from lemon.scoring.scorer import score_item
-
-    return float(score_item(item, answer).correct)
-
-
 async def search_teacher(
     items: Sequence[Item],
     *,
@@ -135,7 +124,7 @@ async def search_teacher(
                 stats.executions += 1
                 stats.reused_calls += result.reused_calls
                 stats.cache_hits += result.cache_hits
-                success = _success(item, result.answer) if result.status == "succeeded" else 0.0
+                success = item_success(item, result.answer) if result.status == "succeeded" else 0.0
                 tokens = result.tokens()["total"]
                 priced = prices.priced(result.tokens_by_tier())
                 reward = orchestration_reward(
