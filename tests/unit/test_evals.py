@@ -242,3 +242,59 @@ def test_priced_cost_in_eval_and_report(tmp_path: Path, monkeypatch: pytest.Monk
     ]  # fmt: skip
     assert pareto_front(rows, "tokens") == [0]
     assert pareto_front(rows, "priced") == [1]
+
+
+def _write_run(path: Path, records: list[tuple[str, bool, float]]) -> Path:
+    path.mkdir()
+    lines = [
+        json.dumps(
+            {"id": i, "method": "baseline:single", "correct": ok, "tokens": 10, "priced_tokens": c,
+             "calls": 1, "wall_s": 1.0, "status": "succeeded"}
+        )
+        for i, ok, c in records
+    ]  # fmt: skip
+    (path / "items.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_oracle_bound_and_policy_comparison(tmp_path: Path) -> None:
+    """``--oracle`` takes, per shared item, the cheapest run that solved it (the cheapest run
+    when none did): an upper bound shown in the table but kept off the Pareto front. The
+    comparison line places each learned policy against the most accurate fixed team."""
+    from lemon.evals.report import oracle_summary, policy_comparison
+
+    cheap = _write_run(
+        tmp_path / "cheap", [("x:0", True, 1.0), ("x:1", False, 1.0), ("x:2", False, 1.0)]
+    )
+    dear = _write_run(
+        tmp_path / "dear", [("x:0", True, 9.0), ("x:1", True, 9.0), ("x:3", True, 9.0)]
+    )
+    bound = oracle_summary([cheap, dear])
+    assert (bound["n"], bound["correct"], bound["benchmark"], bound["bound"]) == (2, 2, "x", True)
+    assert bound["mean_priced_tokens"] == pytest.approx(5.0)  # x:0 from cheap, x:1 from dear
+    with pytest.raises(ValueError, match="at least two runs"):
+        oracle_summary([cheap])
+    with pytest.raises(ValueError, match="not a run directory"):
+        oracle_summary([cheap, tmp_path / "missing"])
+    runs = load_summaries([cheap, dear])
+    policy = {
+        **runs[0],
+        "run": "pol",
+        "method": "policy:p",
+        "accuracy": 0.9,
+        "mean_priced_tokens": 4.0,
+    }
+    summaries = [*runs, policy, bound]
+    # the bound (1.0 at 5) would beat dear (1.0 at 9), but bounds neither join nor shape the front
+    assert pareto_front(summaries) == [0, 1, 2]
+    (line,) = policy_comparison(summaries)
+    assert "pol (x): 0.900 vs the most accurate fixed team dear 1.000 (-10.0 points)" in line
+    assert "at 0.44x its priced cost; on the fixed teams' front" in line
+    worse = {**policy, "accuracy": 0.2, "mean_priced_tokens": 2.0}
+    assert "dominated by cheap" in policy_comparison([*runs, worse])[0]
+    result = run_lemon("report", str(cheap), str(dear), "--oracle", f"{cheap},{dear}")
+    assert result.returncode == 0, result.stderr
+    assert "| oracle(cheap + dear) (bound) | x |" in result.stdout
+    bad = run_lemon("report", str(cheap), "--oracle", str(cheap))
+    assert bad.returncode == 1  # EXIT_INVALID
+    assert "an oracle needs at least two runs" in bad.stderr

@@ -15,10 +15,12 @@ __all__ = ["register", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from lemon.evals.report import load_summaries, markdown_table, plot
+    from lemon.evals.report import load_summaries, markdown_table, oracle_summary, plot
 
     try:
         summaries = load_summaries(args.runs)
+        for group in args.oracle or []:
+            summaries.append(oracle_summary([p for p in group.split(",") if p]))
     except (OSError, ValueError, KeyError) as exc:
         print(f"lemon report: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -37,6 +39,13 @@ def register(sub: Any) -> None:
         "report", help="compare eval runs: markdown table and accuracy against cost PNG"
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories or summary files")
+    p.add_argument(
+        "--oracle",
+        action="append",
+        metavar="RUN,RUN[,...]",
+        help="add the per-item best of these runs (same items) as an upper bound, kept off the "
+        "Pareto front (repeatable)",
+    )
     p.add_argument("--png", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
     p.add_argument(

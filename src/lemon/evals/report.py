@@ -13,7 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Cost", "cost_of", "load_summaries", "markdown_table", "pareto_front", "plot"]
+__all__ = [
+    "Cost",
+    "cost_of",
+    "load_summaries",
+    "markdown_table",
+    "oracle_summary",
+    "pareto_front",
+    "plot",
+    "policy_comparison",
+]
 
 Cost = Literal["priced", "tokens"]
 
@@ -65,13 +74,98 @@ def _partial(path: Path) -> dict[str, Any]:
     )
 
 
+def oracle_summary(runs: Sequence[str | Path]) -> dict[str, Any]:
+    """The per-item best of several runs over the same items: an item counts as solved when any
+    run solved it, at the cost of the cheapest run that did (of the cheapest run when none did).
+    An upper bound for a policy choosing among those runs' teams, not a team anyone could run;
+    marked ``"bound": true`` and kept off the Pareto front. Only items every run holds count."""
+    from lemon.evals.loop import summarize
+    from lemon.jsonl import read_records
+
+    if len(runs) < 2:
+        raise ValueError("an oracle needs at least two runs")
+    tables = []
+    for raw in runs:
+        path = Path(raw)
+        if not (path / "items.jsonl").is_file():
+            raise ValueError(f"{path}: not a run directory (no items.jsonl)")
+        tables.append(read_records(path / "items.jsonl"))
+    common = [key for key in tables[0] if all(key in table for table in tables[1:])]
+    if not common:
+        raise ValueError(f"the runs {', '.join(map(str, runs))} share no item")
+
+    def price(record: dict[str, Any]) -> float:
+        return float(record.get("priced_tokens", record["tokens"]))
+
+    records = []
+    for key in common:
+        candidates = [table[key] for table in tables]
+        solved = [r for r in candidates if r["correct"]]
+        records.append(min(solved or candidates, key=price))
+    names = [Path(r).name for r in runs]
+    first = records[0]
+    return summarize(
+        records,
+        settings={
+            "run": f"oracle({' + '.join(names)})",
+            "benchmark": str(first.get("id", "")).split(":", 1)[0],
+            "method": "oracle:per-item best of " + ", ".join(names),
+            "bound": True,
+        },
+    )
+
+
+def policy_comparison(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -> list[str]:
+    """For each learned-policy run (method ``policy:...``): the most accurate fixed team on its
+    benchmark (not a policy, not a bound), the accuracy difference in points, the cost ratio,
+    and whether any fixed team dominates it."""
+    lines = []
+    for s in summaries:
+        if not str(s.get("method", "")).startswith("policy:"):
+            continue
+        fixed = [
+            f
+            for f in summaries
+            if f.get("benchmark") == s.get("benchmark")
+            and not str(f.get("method", "")).startswith("policy:")
+            and not f.get("bound")
+        ]
+        if not fixed:
+            continue
+        best = max(fixed, key=lambda f: (f["accuracy"], -cost_of(f, cost)))
+        dominators = [
+            f["run"]
+            for f in fixed
+            if f["accuracy"] >= s["accuracy"]
+            and cost_of(f, cost) <= cost_of(s, cost)
+            and (f["accuracy"] > s["accuracy"] or cost_of(f, cost) < cost_of(s, cost))
+        ]
+        ratio = cost_of(s, cost) / cost_of(best, cost) if cost_of(best, cost) else float("inf")
+        if dominators:
+            verdict = f"dominated by {', '.join(dominators)}"
+        elif s["accuracy"] == 0:
+            verdict = "on the fixed teams' front only by being cheapest: it solves nothing"
+        else:
+            verdict = "on the fixed teams' front"
+        lines.append(
+            f"- {s['run']} ({s.get('benchmark', '')}): {s['accuracy']:.3f} vs the most accurate "
+            f"fixed team {best['run']} {best['accuracy']:.3f} "
+            f"({100 * (s['accuracy'] - best['accuracy']):+.1f} points) at {ratio:.2f}x its "
+            f"{cost} cost; {verdict}"
+        )
+    return lines
+
+
 def pareto_front(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -> list[int]:
     """Indices of runs that no run on the same benchmark beats on both accuracy (higher) and
-    cost (lower)."""
+    cost (lower). Bounds (``"bound": true``, e.g. an oracle) neither join nor shape it."""
     front = []
     for i, a in enumerate(summaries):
+        if a.get("bound"):
+            continue
         dominated = any(
-            b.get("benchmark") == a.get("benchmark")
+            not b.get("bound")
+            and b.get("benchmark") == a.get("benchmark")
             and b["accuracy"] >= a["accuracy"]
             and cost_of(b, cost) <= cost_of(a, cost)
             and (b["accuracy"] > a["accuracy"] or cost_of(b, cost) < cost_of(a, cost))
@@ -93,11 +187,15 @@ def markdown_table(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -
     for i, s in enumerate(summaries):
         lo, hi = s["ci95"]
         run = f"{s['run']} (partial)" if s.get("partial") else s["run"]
+        run = f"{run} (bound)" if s.get("bound") else run
         lines.append(
             f"| {run} | {s.get('benchmark', '')} | {s.get('method', '')} | {s['n']} | "
             f"{s['accuracy']:.3f} | [{lo:.3f}, {hi:.3f}] | {s['mean_tokens']:.0f} | "
             f"{cost_of(s, 'priced'):.0f} | {'yes' if i in front else ''} |"
         )
+    comparison = policy_comparison(summaries, cost)
+    if comparison:
+        lines += ["", "Learned policies against the fixed teams:", "", *comparison]
     return "\n".join(lines)
 
 
@@ -122,8 +220,8 @@ def plot(summaries: Sequence[dict[str, Any]], path: str | Path, cost: Cost = "pr
                 cost_of(s, cost),
                 s["accuracy"],
                 yerr=[[s["accuracy"] - lo], [hi - s["accuracy"]]],
-                fmt="o",
-                mfc=colour if i in front else "white",
+                fmt="*" if s.get("bound") else "o",
+                mfc=colour if i in front or s.get("bound") else "white",
                 color=colour,
                 capsize=3,
             )
