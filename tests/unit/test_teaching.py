@@ -186,3 +186,31 @@ def test_summary_refuses_rows_of_another_teacher_naming_the_row(tmp_path: Path) 
     missing = run_lemon("teacher", "summary", str(tmp_path / "absent.jsonl"))
     assert missing.returncode == 2
     assert "no such file" in missing.stderr
+
+
+def test_select_keeps_rows_whose_chosen_team_succeeded(tmp_path: Path) -> None:
+    """``lemon teacher select`` drops rows where the chosen team failed (every team failed, so
+    the teacher picked the cheapest); a torn last row is skipped, a torn middle row is an error."""
+    rows, out = tmp_path / "rows.jsonl", tmp_path / "kept.jsonl"
+    good = _search_row("a", "single:large", [("single:large", 0.9, 1.0, 300)])
+    bad = _search_row("b", "single:small", [("single:small", -0.01, 0.0, 100)])
+    rows.write_text(good + bad + '{"id": "torn", "prov')
+    done = run_lemon("teacher", "select", str(rows), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == good
+    assert "kept 1 of 2 rows" in done.stdout
+    assert "skipped a half-written last row" in done.stderr
+    half = run_lemon("teacher", "select", str(rows), "--out", str(out), "--min-success", "0")
+    assert out.read_text() == good + bad, half.stderr
+    rows.write_text(good + "{oops\n" + bad)
+    broken = run_lemon("teacher", "select", str(rows), "--out", str(out))
+    assert broken.returncode == 2
+    assert f"{rows}:2:2: not JSON" in broken.stderr
+    assert out.read_text() == good + bad  # left as it was
+    rows.write_text(json.dumps({"id": "t-1", "prompt": []}) + "\n")
+    other = run_lemon("teacher", "select", str(rows), "--out", str(out))
+    assert other.returncode == 2
+    assert f"{rows}:1: no provenance.success" in other.stderr
+    same = run_lemon("teacher", "select", str(rows), "--out", str(rows))
+    assert same.returncode == 2
+    assert "would overwrite the rows it reads" in same.stderr

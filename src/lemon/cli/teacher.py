@@ -142,6 +142,43 @@ def run_summary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_select(args: argparse.Namespace) -> int:
+    """Keep the rows whose chosen team reached ``--min-success`` (default 1: solved). On an item
+    where every team failed the teacher picks the cheapest team, which says nothing about which
+    team pays; such rows outvote the informative ones in SFT."""
+    from lemon.atomic import write_text
+
+    if not args.rows.is_file():
+        raise UsageError(f"{args.rows}: no such file")
+    if args.out.resolve() == args.rows.resolve():
+        raise UsageError(f"--out {args.out} would overwrite the rows it reads")
+    kept, total = [], 0
+    lines = args.rows.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{args.rows}:{number}"
+        try:
+            row = json.loads(line)
+            success = float(row["provenance"]["success"])
+        except json.JSONDecodeError as exc:
+            if number == len(lines):  # a half-written last row (the search stopped): rerun
+                print(f"{where}: skipped a half-written last row", file=sys.stderr)
+                continue
+            raise UsageError(f"{where}:{exc.colno}: not JSON: {exc.msg}") from None
+        except (KeyError, TypeError, ValueError):
+            raise UsageError(
+                f"{where}: no provenance.success (not a search teacher's row)"
+            ) from None
+        total += 1
+        if success >= args.min_success:
+            kept.append(line + "\n")
+    write_text(args.out, "".join(kept))
+    print(f"kept {len(kept)} of {total} rows (chosen team's success >= {args.min_success:g}) "
+          f"-> {args.out}")  # fmt: skip
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "teacher",
@@ -172,3 +209,12 @@ def register(sub: Any) -> None:
     summary.add_argument("rows", type=Path, help="a search teacher's SFT rows (JSONL)")
     add_json_option(summary)
     summary.set_defaults(handler=run_summary)
+    select = teachers.add_parser(
+        "select", help="keep the rows whose chosen team succeeded (SFT data with signal)"
+    )
+    select.add_argument("rows", type=Path, help="a search teacher's SFT rows (JSONL)")
+    select.add_argument("--out", type=Path, required=True, help="the kept rows (JSONL), replaced")
+    select.add_argument(
+        "--min-success", type=float, default=1.0, help="least success of the chosen team (1)"
+    )
+    select.set_defaults(handler=run_select)
