@@ -199,6 +199,14 @@ def markdown_table(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -
     return "\n".join(lines)
 
 
+def _label(summary: dict[str, Any]) -> str:
+    """A point's label: the run's name without its benchmark prefix (``gsm8k-single-large`` ->
+    ``single-large``); a bound is labelled as one."""
+    if summary.get("bound"):
+        return "per-item best (bound)"
+    return str(summary["run"]).removeprefix(f"{summary.get('benchmark', '')}-")
+
+
 def plot(summaries: Sequence[dict[str, Any]], path: str | Path, cost: Cost = "priced") -> None:
     """Accuracy (with its 95% CI) against cost, one colour per benchmark; each benchmark's
     Pareto front is joined by a dashed line and drawn with filled markers."""
@@ -226,7 +234,7 @@ def plot(summaries: Sequence[dict[str, Any]], path: str | Path, cost: Cost = "pr
                 capsize=3,
             )
             ax.annotate(
-                str(s.get("method", s["run"])).removeprefix("baseline:"),
+                _label(s),
                 (cost_of(s, cost), s["accuracy"]),
                 textcoords="offset points",
                 xytext=(5, 5),
