@@ -214,3 +214,26 @@ def test_select_keeps_rows_whose_chosen_team_succeeded(tmp_path: Path) -> None:
     same = run_lemon("teacher", "select", str(rows), "--out", str(rows))
     assert same.returncode == 2
     assert "would overwrite the rows it reads" in same.stderr
+
+
+def test_select_balance_repeats_minority_choices(tmp_path: Path) -> None:
+    """``--balance`` repeats each row round(most / count) times (capped by ``--max-repeat``):
+    7 medium rows stay single, 3 large rows become 2 copies each, a lone pot row is capped."""
+    rows, out = tmp_path / "rows.jsonl", tmp_path / "kept.jsonl"
+    lines = [_search_row(f"m{i}", "medium", [("medium", 0.9, 1.0, 300)]) for i in range(7)]
+    lines += [_search_row(f"l{i}", "large", [("large", 0.9, 1.0, 900)]) for i in range(3)]
+    lines += [_search_row("p", "pot", [("pot", 0.9, 1.0, 100)])]
+    rows.write_text("".join(lines))
+    done = run_lemon("teacher", "select", str(rows), "--out", str(out), "--balance")
+    assert done.returncode == 0, done.stderr
+    chosen = [json.loads(x)["provenance"]["chosen"] for x in out.read_text().splitlines()]
+    assert (chosen.count("medium"), chosen.count("large"), chosen.count("pot")) == (7, 6, 4)
+    assert "kept 11 of 11 rows" in done.stdout
+    assert "17 after balancing" in done.stdout
+    capped = run_lemon(*("teacher", "select", str(rows), "--out", str(out), "--balance"),
+                       *("--max-repeat", "1"))  # fmt: skip
+    assert capped.returncode == 0, capped.stderr
+    assert len(out.read_text().splitlines()) == 11
+    bad = run_lemon("teacher", "select", str(rows), "--out", str(out), "--max-repeat", "0")
+    assert bad.returncode == 2
+    assert "--max-repeat must be at least 1" in bad.stderr

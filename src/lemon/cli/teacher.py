@@ -152,7 +152,10 @@ def run_select(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.rows}: no such file")
     if args.out.resolve() == args.rows.resolve():
         raise UsageError(f"--out {args.out} would overwrite the rows it reads")
-    kept, total = [], 0
+    if args.max_repeat < 1:
+        raise UsageError("--max-repeat must be at least 1")
+    kept: list[tuple[str, str]] = []
+    total = 0
     lines = args.rows.read_text(encoding="utf-8").splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -172,11 +175,31 @@ def run_select(args: argparse.Namespace) -> int:
             ) from None
         total += 1
         if success >= args.min_success:
-            kept.append(line + "\n")
-    write_text(args.out, "".join(kept))
-    print(f"kept {len(kept)} of {total} rows (chosen team's success >= {args.min_success:g}) "
-          f"-> {args.out}")  # fmt: skip
+            kept.append((str(row["provenance"].get("chosen", "")), line + "\n"))
+    written = [line for _, line in kept]
+    if args.balance:
+        written = balanced(kept, max_repeat=args.max_repeat)
+    write_text(args.out, "".join(written))
+    print(f"kept {len(kept)} of {total} rows (chosen team's success >= {args.min_success:g})"
+          + (f", {len(written)} after balancing" if args.balance else "")
+          + f" -> {args.out}")  # fmt: skip
     return EXIT_OK
+
+
+def balanced(rows: list[tuple[str, str]], *, max_repeat: int) -> list[str]:
+    """Repeat each row ``round(most / count)`` times (at most ``max_repeat``), ``count`` being
+    how many rows chose its team and ``most`` the most frequent team's count, so a minority
+    choice (one large agent where only it succeeds) is not outvoted in SFT by the majority
+    (one medium agent); order kept, each row's copies together."""
+    counts: dict[str, int] = {}
+    for team, _ in rows:
+        counts[team] = counts.get(team, 0) + 1
+    most = max(counts.values(), default=0)
+    return [
+        line
+        for team, line in rows
+        for _ in range(min(max_repeat, max(1, round(most / counts[team]))))
+    ]
 
 
 def register(sub: Any) -> None:
@@ -216,5 +239,14 @@ def register(sub: Any) -> None:
     select.add_argument("--out", type=Path, required=True, help="the kept rows (JSONL), replaced")
     select.add_argument(
         "--min-success", type=float, default=1.0, help="least success of the chosen team (1)"
+    )
+    select.add_argument(
+        "--balance",
+        action="store_true",
+        help="repeat rows of less often chosen teams so each team weighs about as much as the "
+        "most chosen one",
+    )
+    select.add_argument(
+        "--max-repeat", type=int, default=4, help="most copies of one row with --balance (4)"
     )
     select.set_defaults(handler=run_select)
