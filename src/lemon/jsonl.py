@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["RecordFile", "drop_torn_tail", "read_records"]
+__all__ = ["JsonLineError", "RecordFile", "drop_torn_tail", "json_lines", "read_records"]
 
 T = TypeVar("T")
 Record = dict[str, Any]
@@ -34,6 +34,36 @@ def drop_torn_tail(path: Path) -> None:
         handle.seek(0)
         data = handle.read()
         handle.truncate(data.rfind(b"\n") + 1)
+
+
+class JsonLineError(ValueError):
+    """A line of a JSONL file that is not JSON; the message is ``PATH:LINE:COL: not JSON: ...``."""
+
+
+def json_lines(
+    path: Path,
+    *,
+    label: str | None = None,
+    on_torn_tail: Callable[[str], None] | None = None,
+) -> Iterator[tuple[str, str, Any]]:
+    """``(where, line, value)`` for every non-blank line of ``path``, ``where`` being
+    ``LABEL:LINE`` (``label`` defaults to the path; lines 1-based) for the caller's own located
+    errors. A line that is not JSON raises
+    :class:`JsonLineError`; with ``on_torn_tail``, a malformed *last* line (a writer stopped
+    mid-row) is passed to it by ``where`` and skipped instead. ``OSError`` propagates."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{label or path}:{number}"
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if on_torn_tail is not None and number == len(lines):
+                on_torn_tail(where)
+                continue
+            raise JsonLineError(f"{where}:{exc.colno}: not JSON: {exc.msg}") from None
+        yield where, line, value
 
 
 def read_records(path: Path) -> dict[str, Record]:

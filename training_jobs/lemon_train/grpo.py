@@ -24,7 +24,6 @@ JSONL task rows ``{"task", "answer", "benchmark", "id"}`` or ``benchmark:<name>[
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from lemon.jsonl import JsonLineError, json_lines
 from lemon.learning import simulator_v2
 from lemon.learning.simulator import make_tasks, parse_synthetic_data, synthetic_messages
 from lemon.learning.training_config import TrainingConfig
@@ -151,30 +151,24 @@ def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
     if config.data.startswith("benchmark:"):
         return benchmark_tasks(config.data), False
     path = Path(config.data)
+    rows = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        for where, _, row in json_lines(path):
+            if not isinstance(row, dict) or not isinstance(row.get("task"), str):
+                raise TrainingError(f"{where}: a task row is an object with a string 'task'")
+            rows.append(
+                {
+                    "prompt": policy_messages(row["task"]),
+                    "task": row["task"],
+                    "answer": None if row.get("answer") is None else str(row["answer"]),
+                    "benchmark": str(row.get("benchmark", "")),
+                    "id": str(row.get("id", f"{path.name}:{where.rsplit(':', 1)[1]}")),
+                }
+            )
     except OSError as exc:
         raise TrainingError(f"data: {path}: cannot read: {exc.strerror or exc}") from None
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TrainingError(f"{where}:{exc.colno}: not JSON: {exc.msg}") from None
-        if not isinstance(row, dict) or not isinstance(row.get("task"), str):
-            raise TrainingError(f"{where}: a task row is an object with a string 'task'")
-        rows.append(
-            {
-                "prompt": policy_messages(row["task"]),
-                "task": row["task"],
-                "answer": None if row.get("answer") is None else str(row["answer"]),
-                "benchmark": str(row.get("benchmark", "")),
-                "id": str(row.get("id", f"{path.name}:{number}")),
-            }
-        )
+    except JsonLineError as exc:
+        raise TrainingError(str(exc)) from None
     if not rows:
         raise TrainingError(f"data: {path}: no task rows")
     return rows, False

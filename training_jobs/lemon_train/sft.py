@@ -11,13 +11,13 @@ rerun with the same ``output_dir`` resumes from the newest one.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from trl import SFTConfig, SFTTrainer
 
+from lemon.jsonl import JsonLineError, json_lines
 from lemon.learning.training_config import TrainingConfig
 from lemon_train.common import (
     AtomicCheckpointMixin,
@@ -55,21 +55,13 @@ def load_rows(path: str) -> list[dict[str, Any]]:
             f"data: {path}: SFT reads JSONL rows; write synthetic rows to a file first "
             "(`lemon teacher`), or use synthetic:<N> with `lemon train grpo`"
         )
-    source = Path(path)
+    rows: list[dict[str, Any]] = []
     try:
-        lines = source.read_text(encoding="utf-8").splitlines()
+        rows.extend(_check_row(row, where) for where, _, row in json_lines(Path(path), label=path))
     except OSError as exc:
         raise TrainingError(f"data: {path}: cannot read: {exc.strerror or exc}") from None
-    rows: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TrainingError(f"{where}:{exc.colno}: not JSON: {exc.msg}") from None
-        rows.append(_check_row(row, where))
+    except JsonLineError as exc:
+        raise TrainingError(str(exc)) from None
     if not rows:
         raise TrainingError(f"data: {path}: no rows (a JSONL file of prompt/completion objects)")
     kinds = {isinstance(row["prompt"], str) for row in rows}

@@ -147,6 +147,7 @@ def run_select(args: argparse.Namespace) -> int:
     where every team failed the teacher picks the cheapest team, which says nothing about which
     team pays; such rows outvote the informative ones in SFT."""
     from lemon.atomic import write_text
+    from lemon.jsonl import JsonLineError, json_lines
 
     if not args.rows.is_file():
         raise UsageError(f"{args.rows}: no such file")
@@ -156,26 +157,23 @@ def run_select(args: argparse.Namespace) -> int:
         raise UsageError("--max-repeat must be at least 1")
     kept: list[tuple[str, str]] = []
     total = 0
-    lines = args.rows.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{args.rows}:{number}"
-        try:
-            row = json.loads(line)
-            success = float(row["provenance"]["success"])
-        except json.JSONDecodeError as exc:
-            if number == len(lines):  # a half-written last row (the search stopped): rerun
-                print(f"{where}: skipped a half-written last row", file=sys.stderr)
-                continue
-            raise UsageError(f"{where}:{exc.colno}: not JSON: {exc.msg}") from None
-        except (KeyError, TypeError, ValueError):
-            raise UsageError(
-                f"{where}: no provenance.success (not a search teacher's row)"
-            ) from None
-        total += 1
-        if success >= args.min_success:
-            kept.append((str(row["provenance"].get("chosen", "")), line + "\n"))
+
+    def torn(where: str) -> None:  # the search stopped mid-row; a rerun finishes it
+        print(f"{where}: skipped a half-written last row", file=sys.stderr)
+
+    try:
+        for where, line, row in json_lines(args.rows, on_torn_tail=torn):
+            try:
+                success = float(row["provenance"]["success"])
+            except (KeyError, TypeError, ValueError):
+                raise UsageError(
+                    f"{where}: no provenance.success (not a search teacher's row)"
+                ) from None
+            total += 1
+            if success >= args.min_success:
+                kept.append((str(row["provenance"].get("chosen", "")), line + "\n"))
+    except JsonLineError as exc:
+        raise UsageError(str(exc)) from None
     written = [line for _, line in kept]
     if args.balance:
         written = balanced(kept, max_repeat=args.max_repeat)
