@@ -115,6 +115,15 @@ def oracle_summary(runs: Sequence[str | Path]) -> dict[str, Any]:
     )
 
 
+def _dominates(b: dict[str, Any], a: dict[str, Any], cost: Cost) -> bool:
+    """``b`` is at least as accurate and as cheap as ``a``, and strictly better on one."""
+    return (
+        b["accuracy"] >= a["accuracy"]
+        and cost_of(b, cost) <= cost_of(a, cost)
+        and (b["accuracy"] > a["accuracy"] or cost_of(b, cost) < cost_of(a, cost))
+    )
+
+
 def policy_comparison(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -> list[str]:
     """For each learned-policy run (method ``policy:...``): the most accurate fixed team on its
     benchmark (not a policy, not a bound), the accuracy difference in points, the cost ratio,
@@ -133,13 +142,7 @@ def policy_comparison(summaries: Sequence[dict[str, Any]], cost: Cost = "priced"
         if not fixed:
             continue
         best = max(fixed, key=lambda f: (f["accuracy"], -cost_of(f, cost)))
-        dominators = [
-            f["run"]
-            for f in fixed
-            if f["accuracy"] >= s["accuracy"]
-            and cost_of(f, cost) <= cost_of(s, cost)
-            and (f["accuracy"] > s["accuracy"] or cost_of(f, cost) < cost_of(s, cost))
-        ]
+        dominators = [f["run"] for f in fixed if _dominates(f, s, cost)]
         ratio = cost_of(s, cost) / cost_of(best, cost) if cost_of(best, cost) else float("inf")
         if dominators:
             verdict = f"dominated by {', '.join(dominators)}"
@@ -166,9 +169,7 @@ def pareto_front(summaries: Sequence[dict[str, Any]], cost: Cost = "priced") -> 
         dominated = any(
             not b.get("bound")
             and b.get("benchmark") == a.get("benchmark")
-            and b["accuracy"] >= a["accuracy"]
-            and cost_of(b, cost) <= cost_of(a, cost)
-            and (b["accuracy"] > a["accuracy"] or cost_of(b, cost) < cost_of(a, cost))
+            and _dominates(b, a, cost)
             for j, b in enumerate(summaries)
             if j != i
         )
