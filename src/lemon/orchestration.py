@@ -7,29 +7,51 @@ from it, and the spec's canonical text is formatted once. :func:`run_task` runs 
 capacity profile and returns a :class:`TaskRun`: the engine's result with the spec's origin,
 the policy's decision, the profile (with a note saying in words what each tier runs) and the
 run's tier-priced cost (:mod:`lemon.pricing`: the profile's prices, else the defaults).
+
+Benchmark items have one way to be run and one way to be scored, used by evaluation, the
+search teacher, GRPO's reward and the outcome tables alike: :func:`run_item` executes a spec
+on an item (the item's task text and prefills, the worker budget of :class:`ItemSettings`) and
+:func:`item_outcome` turns the result into an :class:`ItemOutcome` (success by
+:func:`lemon.scoring.item_success`, worker tokens, tier-priced cost, the policy's own tokens
+when a policy wrote the spec, the spec's structure). This module is the only caller of the
+executor.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from lemon.backends.base import Backend
+from lemon.backends.base import Backend, Decoding
 from lemon.capacity import CapacityProfile, build_backends, close_backends
+from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
-from lemon.engine.results import RunResult
+from lemon.engine.results import RunResult, RunStatus
 from lemon.events import SpecReady, TraceWriter
 from lemon.policy.inference import PolicyDecision, SpecPolicy, TemplatePolicy
 from lemon.policy.template import TemplateVariant
 from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices, resolve_prices
+from lemon.reward import Outcome
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.roles import RoleLibrary
 from lemon.spec.validation import ParsedSpec
-from lemon.tasks import TaskKind, classify_task, prefills
+from lemon.tasks import TaskKind, classify_task, item_prefills, prefills, task_text
 
-__all__ = ["Plan", "TaskRun", "plan_task", "profile_note", "run_task"]
+__all__ = [
+    "ItemOutcome",
+    "ItemSettings",
+    "Plan",
+    "TaskRun",
+    "item_options",
+    "item_outcome",
+    "plan_task",
+    "profile_note",
+    "run_item",
+    "run_task",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,4 +190,108 @@ async def run_task(
         profile=profile.name,
         profile_note=note,
         tier_prices=resolve_prices(profile=profile),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ItemSettings:
+    """How a benchmark item's spec is run: every worker's budget and decoding, the deadline.
+
+    The defaults are the ones the outcome tables, the search teacher, GRPO and the policy
+    evaluations share (300 tokens per agent, greedy)."""
+
+    worker_max_tokens: int = 300
+    deadline_s: float = 900.0
+    temperature: float = 0.0
+    seed: int | None = None
+    """A sampled run's seed (``temperature > 0``): seeded samples are reproducible and cached."""
+
+    def decoding(self) -> Decoding:
+        return Decoding(
+            max_tokens=self.worker_max_tokens, temperature=self.temperature, seed=self.seed
+        )
+
+
+def item_options(item: Item, settings: ItemSettings) -> ExecutionOptions:
+    """The executor's options for ``item``: its prefills, the settings' decoding and deadline."""
+    return ExecutionOptions(
+        decoding=settings.decoding(), deadline_s=settings.deadline_s, prefill=item_prefills(item)
+    )
+
+
+async def run_item(
+    item: Item,
+    spec: Spec,
+    *,
+    backends: Mapping[Capacity, Backend],
+    settings: ItemSettings = ItemSettings(),
+    output: str | None = None,
+    cache: CallCache | None = None,
+    roles: RoleLibrary | None = None,
+    trace: TraceWriter | None = None,
+    spec_text: str | None = None,
+    origin: str = "",
+) -> RunResult:
+    """Run ``spec`` on ``item``'s task (see :func:`item_options`); always returns a result."""
+    return await execute(
+        spec,
+        task=task_text(item),
+        backends=backends,
+        output=output,
+        roles=roles,
+        options=item_options(item, settings),
+        trace=trace,
+        cache=cache,
+        spec_text=spec_text,
+        origin=origin,
+    )
+
+
+class ItemOutcome(Outcome):
+    """What an executed spec achieved on an item, and what it cost (:class:`Outcome`'s
+    fields, which R_orch reads, plus the answer and how it was read)."""
+
+    answer: str | None = None
+    extracted: float | str | None = None
+    """The number or letter read from the answer; for HumanEval the sandbox run's status."""
+    policy_tokens: int = 0
+    """The policy's own prompt and completion tokens (0: no policy wrote the spec)."""
+
+
+async def item_outcome(
+    item: Item,
+    result: RunResult,
+    *,
+    spec: Spec,
+    prices: TierPrices = DEFAULT_TIER_PRICES,
+    policy_tokens: int = 0,
+    policy_price: float = 0.0,
+) -> ItemOutcome:
+    """Score ``result`` on ``item`` (one success rule: :func:`lemon.scoring.item_success`;
+    HumanEval runs its tests in the sandbox, off the event loop) and price it: the workers'
+    tokens at ``prices``, the policy's ``policy_tokens`` at ``policy_price`` each."""
+    from lemon.scoring.scorer import score_item
+
+    answer = result.answer if result.status is RunStatus.SUCCEEDED else None
+    success, extracted = 0.0, None
+    if answer is not None:
+        if isinstance(item, CodeItem):
+            from lemon.scoring.code import score_code
+
+            (run,) = await asyncio.to_thread(score_code, [item], [answer])
+            success, extracted = float(run.passed), run.status.value
+        else:
+            score = score_item(item, answer)
+            success, extracted = float(score.correct), score.extracted
+    return ItemOutcome(
+        valid=True,
+        success=success,
+        worker_tokens=result.tokens()["total"],
+        priced_tokens=prices.priced(result.tokens_by_tier()),
+        policy_priced_tokens=policy_tokens * policy_price,
+        policy_tokens=policy_tokens,
+        agents=len(spec.agents),
+        edges=sum(len(a.depends_on) for a in spec.agents),
+        answer=answer,
+        extracted=extracted,
     )

@@ -34,6 +34,7 @@ __all__ = [
     "PARAMETER_COUNTS",
     "UNIT_PRICES",
     "TierPrices",
+    "policy_price",
     "profile_prices",
     "resolve_prices",
 ]
@@ -128,3 +129,18 @@ def resolve_prices(explicit: TierPrices | None = None, *, profile: Any = None) -
     if explicit is not None:
         return explicit
     return profile_prices(profile) or DEFAULT_TIER_PRICES
+
+
+def policy_price(model: str | None = None, *, prices: TierPrices = DEFAULT_TIER_PRICES) -> float:
+    """What one token of the orchestration policy costs, in medium-tier tokens.
+
+    A policy on a model of :data:`MODEL_PARAMETERS` (its name, or a path or id that ends in
+    one) is priced like a worker of that size: its parameters over the default medium model's.
+    Any other policy is priced as a ``small`` worker of ``prices`` (the packaged policy is
+    SmolLM2-135M, the small tier's model)."""
+    if model:
+        name = model.rstrip("/").rsplit("/", 1)[-1].lower()
+        for known, parameters in MODEL_PARAMETERS.items():
+            if name.startswith(known):
+                return parameters / PARAMETER_COUNTS[Capacity.MEDIUM]
+    return prices.price(Capacity.SMALL)

@@ -10,7 +10,9 @@ For a valid spec::
 ``success`` is 1 for a correct answer and 0 otherwise (a fraction in between is allowed, e.g.
 tests passed), ``priced_tokens`` all prompt and completion tokens of the worker LLMs, each
 weighed by its tier's price (:mod:`lemon.pricing`: Σ price(tier) · tokens, a medium token
-counting 1; without per-tier counts, the raw ``worker_tokens``), ``agents``
+counting 1; without per-tier counts, the raw ``worker_tokens``), plus, when a policy wrote the
+spec, the policy's own prompt and completion tokens priced at its model's tier price (the full
+cost), ``agents``
 and ``edges`` the spec's agent count and ``depends_on`` entries. A spec that does not validate
 (or cannot run) gets ``invalid_reward`` whatever else is passed: with the defaults it is below
 the reward of every valid spec that spends at most 15,000 worker tokens on 16 agents and
@@ -65,8 +67,20 @@ class Outcome(BaseModel):
     priced_tokens: float | None = Field(
         default=None, ge=0, description="tier-priced worker tokens (None: worker_tokens)"
     )
+    policy_priced_tokens: float = Field(
+        default=0.0,
+        ge=0,
+        description="the orchestration policy's own tokens (its prompt and the spec it wrote), "
+        "priced at its model's tier price; 0 for a spec no policy wrote",
+    )
     agents: int = Field(default=0, ge=0)
     edges: int = Field(default=0, ge=0)
+
+    @property
+    def full_cost(self) -> float:
+        """Everything the answer cost, in medium-tier tokens: workers and policy."""
+        workers = self.worker_tokens if self.priced_tokens is None else self.priced_tokens
+        return workers + self.policy_priced_tokens
 
 
 DEFAULT_CONFIG = RewardConfig()
@@ -81,21 +95,27 @@ def orchestration_reward(
     valid: bool = True,
     config: RewardConfig = DEFAULT_CONFIG,
     priced_tokens: float | None = None,
+    policy_priced_tokens: float = 0.0,
 ) -> float:
     """R_orch for one spec (see the module docstring); ``ValueError`` on impossible inputs.
     ``priced_tokens`` (Σ price · tokens per tier) replaces ``worker_tokens`` in the token term
-    when given."""
+    when given; ``policy_priced_tokens`` (the policy's own tokens, priced) join it, so the
+    reward is charged the full cost."""
     if not valid:
         return config.invalid_reward
     if not 0.0 <= float(success) <= 1.0:
         raise ValueError(f"success must lie in [0, 1], got {success}")
     if worker_tokens < 0 or edges < 0 or (priced_tokens is not None and priced_tokens < 0):
         raise ValueError("worker_tokens, priced_tokens and edges must not be negative")
+    if policy_priced_tokens < 0:
+        raise ValueError("policy_priced_tokens must not be negative")
     if agents < 1:
         raise ValueError(f"a valid spec has at least one agent, got {agents}")
     return (
         config.success_weight * float(success)
-        - config.token_cost * (worker_tokens if priced_tokens is None else priced_tokens) / 1000
+        - config.token_cost
+        * ((worker_tokens if priced_tokens is None else priced_tokens) + policy_priced_tokens)
+        / 1000
         - config.agent_cost * agents
         - config.edge_cost * edges
     )
@@ -114,6 +134,7 @@ def orchestration_rewards(
             valid=o.valid,
             config=config,
             priced_tokens=o.priced_tokens,
+            policy_priced_tokens=o.policy_priced_tokens,
         )
         for o in outcomes
     ]

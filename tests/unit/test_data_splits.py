@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from lemon.data import Benchmark, Split, SplitConfig, normalise_question, split_items
+from lemon.data import (
+    Benchmark,
+    Split,
+    SplitConfig,
+    normalise_question,
+    question_template,
+    split_items,
+)
 
 
 @pytest.mark.parametrize("benchmark", list(Benchmark))
@@ -45,9 +52,38 @@ def test_multiarith_repeated_questions_stay_on_one_side() -> None:
     assert not train & test
 
 
-def test_gsm8k_and_mmlu_train_from_their_own_files() -> None:
+@pytest.mark.parametrize("benchmark", [Benchmark.SVAMP, Benchmark.MULTIARITH])
+def test_templated_near_duplicates_never_cross_the_split(benchmark: Benchmark) -> None:
+    """Items that differ only in their numbers share a template and a side."""
+    train = {question_template(i.question) for i in split_items(benchmark, split="train")}
+    test = {question_template(i.question) for i in split_items(benchmark, split="test")}
+    assert not train & test
+    assert question_template("Tom had 3 apples and 12.5 pears") == (
+        question_template("tom had 17  apples and 2 pears")
+    )
+
+
+def test_gsm8k_trains_from_its_own_file() -> None:
     assert all(i.id.startswith("gsm8k-train:") for i in split_items("gsm8k", split="train"))
     assert len(split_items("gsm8k", split="test")) == 1319
-    dev = split_items("mmlu", split="train")
-    assert all(i.id.startswith("mmlu-dev:") for i in dev)
+
+
+def test_mmlu_holds_in_a_stratified_share_of_the_test_set() -> None:
+    train = split_items("mmlu", split="train")
+    test = split_items("mmlu", split="test")
+    every = split_items("mmlu", split="all")
+    dev = [i for i in train if i.id.startswith("mmlu-dev:")]
+    held = [i for i in train if not i.id.startswith("mmlu-dev:")]
     assert len(dev) == 280  # 5 of the 285 dev questions also appear in the test set
+    assert sorted(i.id for i in held + test) == sorted(i.id for i in every)
+    per_subject: dict[str | None, list[int]] = {}
+    for item in every:
+        counts = per_subject.setdefault(item.subject, [0, 0])  # type: ignore[union-attr]
+        counts[0] += 1
+    for item in held:
+        per_subject[item.subject][1] += 1  # type: ignore[union-attr]
+    assert len(per_subject) == 57
+    for total, kept in per_subject.values():  # every subject in proportion, exactly
+        assert kept == round(0.1 * total)
+    other = {i.id for i in split_items("mmlu", split="train", config=SplitConfig(seed=1))}
+    assert other != {i.id for i in train}

@@ -79,12 +79,17 @@ class Generation:
 
 
 class BackendError(Exception):
-    """A failed model call. ``transient`` errors (429, 5xx, resets, timeouts) may be retried."""
+    """A failed model call. ``transient`` errors (429, 5xx, resets, timeouts) may be retried.
 
-    def __init__(self, reason: str, *, transient: bool) -> None:
+    ``unavailable`` says the tier itself could not serve (a model that cannot load or was
+    closed, an endpoint still failing after the retries), as opposed to a request it refused
+    (a prompt over the context); it defaults to ``transient``."""
+
+    def __init__(self, reason: str, *, transient: bool, unavailable: bool | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.transient = transient
+        self.unavailable = transient if unavailable is None else unavailable
 
 
 @runtime_checkable

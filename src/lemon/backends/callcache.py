@@ -34,6 +34,7 @@ per request; comparisons of runs that did not share the cache carry that noise.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -238,10 +239,15 @@ class CachedBackend:
     Answers from the cache come back with ``cached=True``; they carry the token counts of the
     call that computed them, so a run's cost does not depend on what was cached."""
 
-    def __init__(self, inner: Backend, cache: PersistentCallCache) -> None:
+    def __init__(
+        self, inner: Backend, cache: PersistentCallCache, *, identity: str | None = None
+    ) -> None:
         self.inner = inner
         self.cache = cache
-        self._identity: str | None = None
+        self._identity: str | None = identity
+        self._inflight: dict[str, asyncio.Future[Generation]] = {}
+        """Calls being computed, by key: a second identical request waits for the first
+        instead of decoding again (which, batched differently, could answer differently)."""
 
     @property
     def model_id(self) -> str:
@@ -263,12 +269,45 @@ class CachedBackend:
             return await self.inner.generate(request)
         identity = self.identity()
         key = request_key(identity, request)
-        found = self.cache.get(key)
+        shared = await self._shared(key)
+        if shared is not None:
+            return shared
+        # SQLite may wait on another process's write lock: never on the event loop
+        found = await asyncio.to_thread(self.cache.get, key)
         if found is not None:
             return replace(found, cached=True)
-        generation = await self.inner.generate(request)
-        self.cache.put(key, identity, generation)
+        shared = await self._shared(key)  # another task may have started it while we looked
+        if shared is not None:
+            return shared
+        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            generation = await self.inner.generate(request)
+        except asyncio.CancelledError:
+            future.cancel()  # a waiter computes it itself
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when unshared
+            raise
+        finally:
+            self._inflight.pop(key, None)
+        future.set_result(generation)
+        await asyncio.to_thread(self.cache.put, key, identity, generation)
         return generation
+
+    async def _shared(self, key: str) -> Generation | None:
+        """The answer of an identical call in flight, once it finishes (None: there is none,
+        or its caller gave up)."""
+        pending = self._inflight.get(key)
+        if pending is None:
+            return None
+        try:
+            return replace(await asyncio.shield(pending), cached=True)
+        except asyncio.CancelledError:
+            if pending.cancelled():
+                return None
+            raise
 
     async def aclose(self) -> None:
         await self.inner.aclose()

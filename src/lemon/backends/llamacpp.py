@@ -216,7 +216,9 @@ class LlamaModel:
         """Queue ``request``; the future completes with its generation (or a BackendError)."""
         future: concurrent.futures.Future[Generation] = concurrent.futures.Future()
         if self._closed:
-            future.set_exception(BackendError("the model is closed", transient=False))
+            future.set_exception(
+                BackendError("the model is closed", transient=False, unavailable=True)
+            )
             return future
         self._inbox.put(_Job(request, future))
         return future
@@ -253,7 +255,7 @@ class LlamaModel:
             except queue.Empty:
                 pass
             if stopping:
-                closed = BackendError("the model was closed", transient=False)
+                closed = BackendError("the model was closed", transient=False, unavailable=True)
                 for job in [*active, *waiting]:
                     self._release(job, free)
                     _settle(job, error=closed)
@@ -462,6 +464,7 @@ class LlamaBackend:
         context: int = 4096,
         threads: int = 0,
         tier: str = "any",
+        repack: bool = True,
     ) -> None:
         from lemon.backends.ggufs import GGUF_MODELS
 
@@ -472,6 +475,7 @@ class LlamaBackend:
         self.context = context
         self.threads = threads or int(os.environ.get("LEMON_LLAMA_THREADS", "0") or 0)
         self.tier = tier
+        self.repack = repack
         self._model: LlamaModel | None = None
 
     @property
@@ -488,7 +492,11 @@ class LlamaBackend:
 
         path = locate(self.pinned) if self.pinned else Path(self.name)
         return LlamaSettings(
-            str(path), slots=self.slots, context=self.context, threads=self.threads
+            str(path),
+            slots=self.slots,
+            context=self.context,
+            threads=self.threads,
+            repack=self.repack,
         )
 
     async def model(self) -> LlamaModel:
@@ -496,14 +504,18 @@ class LlamaBackend:
             try:
                 self._model = await asyncio.to_thread(lambda: load_llama(self.settings()))
             except (LookupError, OSError, ValueError, ImportError, RuntimeError) as exc:
-                raise BackendError(f"cannot load {self.title}: {exc}", transient=False) from exc
+                raise BackendError(
+                    f"cannot load {self.title}: {exc}", transient=False, unavailable=True
+                ) from exc
         return self._model
 
     def content_id(self, cache: Any) -> str:
         """The model's identity for the persistent call cache (:mod:`lemon.backends.callcache`):
         the GGUF's SHA-256 (a pinned model's pin, checked when it was fetched; another file
-        hashed once and remembered by ``cache.fingerprint``) and llama-cpp-python's version,
-        whose kernels decide greedy near-ties."""
+        hashed once and remembered by ``cache.fingerprint``; the chat template is inside the
+        GGUF), llama-cpp-python's version, whose kernels decide greedy near-ties, and the
+        settings that change outputs: ``repack`` (the repacked kernels round near-ties
+        differently) and ``context`` (where a long answer is cut for ``length``)."""
         from importlib.metadata import version
 
         try:
@@ -514,7 +526,10 @@ class LlamaBackend:
             digest = self.pinned.wheels.sha256
         else:
             digest = cache.fingerprint(path)
-        return f"llamacpp:{digest[:24]}@llama-cpp-python-{version('llama-cpp-python')}"
+        settings = f"ctx{self.context}" + ("" if self.repack else ":no-repack")
+        return (
+            f"llamacpp:{digest[:24]}@llama-cpp-python-{version('llama-cpp-python')}:{settings}"
+        )
 
     async def generate(self, request: GenerationRequest) -> Generation:
         if request.constraint is not None:

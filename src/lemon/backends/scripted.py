@@ -74,6 +74,12 @@ class ScriptedBackend:
     def label(self) -> str:
         return f"scripted test double ({self.config.name}, tier {self.tier}) - not a model"
 
+    def content_id(self, cache: object) -> str:
+        """Its identity for the persistent call cache: the name, the tier and a hash of the
+        rules (two configs that answer differently never share a cached answer)."""
+        rules = hashlib.sha256(self.config.model_dump_json().encode()).hexdigest()[:16]
+        return f"{self.model_id}:{rules}"
+
     async def generate(self, request: GenerationRequest) -> Generation:
         self.calls += 1
         self.requests.append(request)

@@ -20,7 +20,14 @@ from lemon.data.paths import (
     source_path,
     verify_checksums,
 )
-from lemon.data.splits import Split, SplitConfig, is_held_in, normalise_question, split_items
+from lemon.data.splits import (
+    Split,
+    SplitConfig,
+    is_held_in,
+    normalise_question,
+    question_template,
+    split_items,
+)
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -46,6 +53,7 @@ __all__ = [
     "locate_data",
     "mmlu_subjects",
     "normalise_question",
+    "question_template",
     "source_path",
     "split_items",
     "verify_checksums",

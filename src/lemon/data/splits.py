@@ -5,14 +5,22 @@ The rule, per benchmark:
 - **GSM8K**: ``test`` is the whole official test file (1,319 items). ``train`` is the official
   train file (``gsm8k-train:<line>``), minus any item whose normalised question text also
   appears in the test file (there are none in the shipped files; the check stays).
-- **MMLU**: ``test`` is the whole official test set; ``train`` is the official dev set
-  (``mmlu-dev:<subject>:<row>``, 5 per subject).
+- **MMLU**: ``train`` is the official dev set (``mmlu-dev:<subject>:<row>``, 5 per subject)
+  plus a *held-in* partition of the official test set, stratified by subject: within each
+  subject, the test items ordered by ``sha256(f"{seed}:{normalised question}")`` and the first
+  ``round(mmlu_held_in_fraction × n_subject)`` of them held in (default 0.1: 1,406 of 14,042
+  items, every subject represented in proportion). ``test`` is the rest of the test set. The
+  dev set's 285 items alone are too few to train a router on.
 - **SVAMP, MultiArith, AQuA, HumanEval** (no official train split here): a *held-in*
-  partition. An item is held in when ``sha256(f"{seed}:{normalised question}")``, read as a
-  fraction in [0, 1), is below ``held_in_fraction`` (default seed 0, fraction 0.2). Held-in
-  items form ``train``; the rest form ``test``. Hashing the normalised question text (lower
-  case, whitespace collapsed), not the id, keeps repeated questions on the same side:
-  MultiArith holds 20 questions twice under different ids.
+  partition. An item is held in when ``sha256(f"{seed}:{key}")``, read as a fraction in
+  [0, 1), is below ``held_in_fraction`` (default seed 0, fraction 0.2). Held-in items form
+  ``train``; the rest form ``test``. The key is the item's *template* for SVAMP and MultiArith
+  (the normalised question with every number replaced by ``#``): both are built from templated
+  problems whose near-duplicates differ only in their numbers, and hashing the exact text let
+  125 of MultiArith's 482 test items share a template with a held-in item. For AQuA and
+  HumanEval it is the normalised question (lower case, whitespace collapsed). Either way,
+  hashing text rather than the id keeps repeated questions on the same side: MultiArith holds
+  20 questions twice under different ids.
 
 ``all`` is every published test item (to compare with papers that report on the full sets);
 a run reported on ``all`` must not have trained on the held-in partitions. Reported numbers
@@ -22,6 +30,7 @@ use ``test``. Splits are pure functions of the files and the seed: same inputs, 
 from __future__ import annotations
 
 import hashlib
+import re
 from enum import StrEnum
 from pathlib import Path
 
@@ -31,7 +40,14 @@ from lemon.data.items import Benchmark, Item
 from lemon.data.loaders import load_items
 from lemon.data.paths import Source
 
-__all__ = ["Split", "SplitConfig", "is_held_in", "normalise_question", "split_items"]
+__all__ = [
+    "Split",
+    "SplitConfig",
+    "is_held_in",
+    "normalise_question",
+    "question_template",
+    "split_items",
+]
 
 
 class Split(StrEnum):
@@ -52,9 +68,17 @@ class SplitConfig(BaseModel):
         le=1.0,
         description="share of SVAMP/MultiArith/AQuA/HumanEval items held in for training",
     )
+    mmlu_held_in_fraction: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of each MMLU subject's test items held in for training",
+    )
 
 
 _HELD_IN = (Benchmark.SVAMP, Benchmark.MULTIARITH, Benchmark.AQUA, Benchmark.HUMANEVAL)
+_TEMPLATED = (Benchmark.SVAMP, Benchmark.MULTIARITH)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def normalise_question(text: str) -> str:
@@ -62,11 +86,40 @@ def normalise_question(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def question_template(text: str) -> str:
+    """The normalised question with every number replaced by ``#``: near-duplicates of one
+    templated problem (same words, other numbers) compare equal."""
+    return _NUMBER.sub("#", normalise_question(text))
+
+
+def split_key(item: Item) -> str:
+    """What an item's partition is drawn from: its template (SVAMP, MultiArith) or its
+    normalised question (the rest)."""
+    if item.benchmark in _TEMPLATED:
+        return question_template(item.question)
+    return normalise_question(item.question)
+
+
+def _fraction(seed: int, key: str) -> float:
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
 def is_held_in(item: Item, *, config: SplitConfig) -> bool:
     """Whether a test-file item of a benchmark without a train split belongs to ``train``."""
-    key = f"{config.seed}:{normalise_question(item.question)}".encode()
-    fraction = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
-    return fraction < config.held_in_fraction
+    return _fraction(config.seed, split_key(item)) < config.held_in_fraction
+
+
+def _mmlu_held_in(items: list[Item], config: SplitConfig) -> set[str]:
+    """The ids of the MMLU test items held in: per subject, the lowest-hashed share."""
+    by_subject: dict[str | None, list[Item]] = {}
+    for item in items:
+        by_subject.setdefault(getattr(item, "subject", None), []).append(item)
+    held: set[str] = set()
+    for group in by_subject.values():
+        ranked = sorted(group, key=lambda i: (_fraction(config.seed, split_key(i)), i.id))
+        held.update(i.id for i in ranked[: round(config.mmlu_held_in_fraction * len(group))])
+    return held
 
 
 def split_items(
@@ -83,9 +136,14 @@ def split_items(
         return tests
     if bench in _HELD_IN:
         return [item for item in tests if is_held_in(item, config=config) == (part is Split.TRAIN)]
+    held = _mmlu_held_in(tests, config) if bench is Benchmark.MMLU else set()
+    # a question the test file asks twice stays on one side: with its held-in copy
+    held_questions = {normalise_question(i.question) for i in tests if i.id in held}
+    held = {i.id for i in tests if normalise_question(i.question) in held_questions}
     if part is Split.TEST:
-        return tests
+        return [item for item in tests if item.id not in held]
     source = Source.TRAIN if bench is Benchmark.GSM8K else Source.DEV
     seen = {normalise_question(item.question) for item in tests}
     extra = load_items(bench, source=source, directory=directory)
-    return [item for item in extra if normalise_question(item.question) not in seen]
+    train = [item for item in extra if normalise_question(item.question) not in seen]
+    return train + [item for item in tests if item.id in held]

@@ -31,7 +31,7 @@ from lemon.backends.base import (
     GenerationRequest,
     Message,
 )
-from lemon.engine.results import AgentResult, AgentStatus, RunResult, RunStatus
+from lemon.engine.results import AgentResult, AgentStatus, FailureKind, RunResult, RunStatus
 from lemon.engine.spans import RunSpans
 from lemon.events import (
     AgentFailed,
@@ -178,9 +178,17 @@ class _Run:
     def _now(self) -> float:
         return time.perf_counter() - self.t0
 
-    def _finish(self, result: AgentResult, status: AgentStatus, error: str | None = None) -> None:
+    def _finish(
+        self,
+        result: AgentResult,
+        status: AgentStatus,
+        error: str | None = None,
+        failure: FailureKind | None = None,
+    ) -> None:
         result.status = status
         result.error = error
+        if status is not AgentStatus.SUCCEEDED:
+            result.failure = failure or FailureKind.AGENT_FAILED
         result.finished_s = self._now()
         self.trace.emit(
             AgentFinished(
@@ -209,7 +217,10 @@ class _Run:
             ]
             if failed:
                 self._finish(
-                    result, AgentStatus.SKIPPED, f"dependency {failed[0]!r} did not succeed"
+                    result,
+                    AgentStatus.SKIPPED,
+                    f"dependency {failed[0]!r} did not succeed",
+                    FailureKind.DEPENDENCY,
                 )
                 return
             if result.tool:
@@ -249,7 +260,12 @@ class _Run:
         except asyncio.CancelledError:
             if not self.done[agent.name].is_set():
                 status = AgentStatus.FAILED if result.started_s is not None else AgentStatus.SKIPPED
-                self._finish(result, status, "run deadline reached before the agent finished")
+                self._finish(
+                    result,
+                    status,
+                    "run deadline reached before the agent finished",
+                    FailureKind.DEADLINE,
+                )
             raise
 
     def _start(self, agent: Agent, result: AgentResult, *, reused: bool = False) -> None:
@@ -297,8 +313,8 @@ class _Run:
                 else run_python_tool(inputs)
             )
             result.latency_s = time.perf_counter() - started
-        if not outcome.ok:
-            self._finish(result, AgentStatus.FAILED, outcome.error)
+        if not outcome.ok:  # the tool itself could not run: the machine, not the team
+            self._finish(result, AgentStatus.FAILED, outcome.error, FailureKind.TIER_UNAVAILABLE)
             return
         generation = Generation(outcome.output, 0, 0)
         self._accept(result, generation, latency=result.latency_s)
@@ -310,6 +326,7 @@ class _Run:
         result.output = generation.text
         result.prompt_tokens = generation.prompt_tokens
         result.completion_tokens = generation.completion_tokens
+        result.finish_reason = generation.finish_reason
         result.latency_s = latency
 
     async def _call(
@@ -338,7 +355,8 @@ class _Run:
                 )
                 if not retry:
                     result.latency_s = time.perf_counter() - started
-                    self._finish(result, AgentStatus.FAILED, exc.reason)
+                    kind = FailureKind.TIER_UNAVAILABLE if exc.unavailable else None
+                    self._finish(result, AgentStatus.FAILED, exc.reason, kind)
                     return None
                 await asyncio.sleep(delay * (0.5 + random.random()))  # jittered backoff
                 delay = min(delay * 2, self.options.backoff_max_s)
@@ -406,12 +424,14 @@ async def execute(
         )
     )
     error: str | None = None
+    failure: FailureKind | None = None
     tasks = [asyncio.ensure_future(run.run_agent(agent)) for agent in spec.agents]
     try:
         async with asyncio.timeout(options.deadline_s):
             await asyncio.gather(*tasks)
     except TimeoutError:
         error = f"run deadline of {options.deadline_s:g} s reached"
+        failure = FailureKind.DEADLINE
     except asyncio.CancelledError:
         if spans is not None:  # the agents end their spans first, then the run's ends
             await _cancel(tasks)
@@ -423,6 +443,13 @@ async def execute(
     succeeded = final.status == AgentStatus.SUCCEEDED
     if not succeeded and error is None:
         error = f"output agent {dag.output!r} {final.status.value}: {final.error}"
+    if not succeeded and failure is None:
+        kinds = {a.failure for a in run.results.values()}
+        failure = (
+            FailureKind.TIER_UNAVAILABLE
+            if FailureKind.TIER_UNAVAILABLE in kinds
+            else FailureKind.AGENT_FAILED
+        )
     result = RunResult(
         status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
         answer=final.output if succeeded else None,
@@ -432,6 +459,7 @@ async def execute(
         critical_path=dag.critical_path,
         error=error,
         reused_calls=run.reused,
+        failure=failure,
     )
     if spans is not None:
         spans.finished(result)

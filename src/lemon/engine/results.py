@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["AgentResult", "AgentStatus", "RunResult", "RunStatus"]
+__all__ = ["AgentResult", "AgentStatus", "FailureKind", "RunResult", "RunStatus"]
 
 
 class AgentStatus(StrEnum):
@@ -19,6 +19,25 @@ class AgentStatus(StrEnum):
 class RunStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+
+
+class FailureKind(StrEnum):
+    """Why an agent or a run failed, set where it happens (never read back from a message)."""
+
+    DEADLINE = "deadline"
+    """The run's deadline passed; unfinished agents were cancelled."""
+    TIER_UNAVAILABLE = "tier_unavailable"
+    """A tier could not serve: its model cannot load, or its endpoint kept failing after the
+    retries (:attr:`lemon.backends.base.BackendError.unavailable`); for a tool agent, the tool
+    could not run (no sandbox)."""
+    AGENT_FAILED = "agent_failed"
+    """An agent's own work failed: a refused request, an empty answer, a tool error."""
+    DEPENDENCY = "dependency"
+    """An agent was skipped because a dependency did not succeed (agents only)."""
+    CANCELLED = "cancelled"
+    """The caller cancelled the run."""
+    INVALID_SPEC = "invalid_spec"
+    """The spec did not validate, so nothing ran (set by callers that validate first)."""
 
 
 @dataclass(slots=True)
@@ -42,6 +61,10 @@ class AgentResult:
     error: str | None = None
     started_s: float | None = None
     finished_s: float | None = None
+    finish_reason: str = ""
+    """Why the model stopped (``stop``, ``length``); empty for tools and agents that never ran."""
+    failure: FailureKind | None = None
+    """Why the agent failed or was skipped (None when it succeeded)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +81,7 @@ class AgentResult:
             "reused": self.reused,
             "cached": self.cached,
             "error": self.error,
+            "failure": self.failure.value if self.failure is not None else None,
         }
 
 
@@ -72,6 +96,8 @@ class RunResult:
     critical_path: tuple[str, ...]
     error: str | None = None
     reused_calls: int = 0
+    failure: FailureKind | None = None
+    """Why the run failed (None when it succeeded)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -117,6 +143,7 @@ class RunResult:
             "wall_s": round(self.wall_s, 4),
             "status": self.status.value,
             "error": self.error,
+            "failure": self.failure.value if self.failure is not None else None,
             "critical_path": list(self.critical_path),
             "calls": self.calls,
             "reused_calls": self.reused_calls,

@@ -58,8 +58,13 @@ async def run_python_tool(inputs: Sequence[str], *, timeout_s: float = 10.0) -> 
     code = extract_code(inputs)
     if not code.strip():
         return ToolResult("Error: no code to run", ok=True)
+    from lemon.sandbox.commands import SandboxUnavailable
+
     config = SandboxConfig(timeout_s=timeout_s, cpu_s=max(1, int(timeout_s)))
-    result = await run_program(_program(code), config=config)
+    try:
+        result = await run_program(_program(code), config=config)
+    except SandboxUnavailable as exc:
+        return ToolResult("", ok=False, error=f"the sandbox is unavailable: {exc}")
     if result.status is RunStatus.SANDBOX_ERROR:
         return ToolResult("", ok=False, error=f"sandbox failed: {_error_line(result.stderr)}")
     if result.status is RunStatus.TIMEOUT:

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fill the shipped outcome tables piece by piece, niced, committing each finished piece.
+#
+#   bash benchmarks/results/tables/build.sh [PLAN]     (default PLAN: plan.txt beside this file)
+#
+# Each line of the plan is `DIR BENCHMARK SPLIT LIMIT TEAM,TEAM,...` (DIR under this folder).
+# A line is one `lemon table build`: it runs only the cells its table lacks, so the script can
+# be stopped at any moment and started again; a finished line is committed (only its table's
+# files) before the next starts. LEMON_TABLE_NO_COMMIT=1 builds without committing.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+plan="${1:-$here/plan.txt}"
+cd "$root"
+while read -r dir benchmark split limit teams; do
+  case "$dir" in ''|'#'*) continue ;; esac
+  echo "== $(date -u +%FT%TZ) $dir $benchmark/$split n=$limit $teams"
+  nice -n 19 .venv/bin/lemon table build "$here/$dir" --benchmark "$benchmark" --split "$split" \
+    --limit "$limit" --teams "$teams" --concurrency "${LEMON_TABLE_CONCURRENCY:-16}" -q \
+    || { echo "build failed: $dir $teams (exit $?)"; continue; }
+  if [ -z "${LEMON_TABLE_NO_COMMIT:-}" ]; then
+    for attempt in 1 2 3 4 5 6; do
+      git add -- "$here/$dir" && \
+        git commit -q -m "tables: $dir $benchmark/$split n=$limit $teams" -- "$here/$dir" && break
+      sleep 10  # another commit holds the index lock
+    done
+  fi
+done < "$plan"
+echo "== $(date -u +%FT%TZ) plan done"

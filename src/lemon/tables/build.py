@@ -1,0 +1,221 @@
+"""Filling an outcome table: every missing (item, team) run once, recorded as it finishes.
+
+:func:`table_items` chooses a table's items (a pure function of the files and the seed), and
+:func:`build_table` runs every team of the table on every item that lacks its cell, through
+:func:`lemon.orchestration.run_item` and :func:`lemon.orchestration.item_outcome` (the one way
+to run and score a spec on an item), with ``concurrency`` runs in flight on one set of backends
+(so the in-process models batch agents across items; on endpoints, as many as they serve). The
+backends should be wrapped with the persistent call cache (:mod:`lemon.backends.callcache`):
+a call two teams share (a solver that a verifier then reads) is computed once and both cells
+read the same answer.
+
+Work goes item chunk by item chunk (every team on the first ``chunk`` items, then the next),
+so a stopped build leaves whole pieces; stopping at any moment loses only the runs in flight.
+A run that fails because of the machine rather than the team (a deadline, a tier that cannot
+serve, a cancellation) is not recorded: the next build runs it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from lemon.backends.base import Backend
+from lemon.backends.callcache import request_key
+from lemon.data.items import ChoiceItem, Item
+from lemon.data.splits import Split, split_items
+from lemon.engine.executor import build_request
+from lemon.engine.results import AgentStatus, FailureKind, RunResult
+from lemon.orchestration import ItemSettings, item_options, item_outcome, run_item
+from lemon.pricing import TierPrices
+from lemon.spec.models import Capacity, Spec
+from lemon.spec.roles import RoleLibrary, default_roles
+from lemon.tables.columns import Column
+from lemon.tables.store import Cell, StoredCall, Table
+from lemon.tasks import classify_task, task_text
+
+__all__ = ["BuildStats", "build_table", "cell_of", "selection_note", "table_items"]
+
+_MACHINE_FAILURES = (FailureKind.DEADLINE, FailureKind.TIER_UNAVAILABLE, FailureKind.CANCELLED)
+
+
+def _rank(seed: int, item: Item) -> str:
+    return hashlib.sha256(f"{seed}:{item.id}".encode()).hexdigest()
+
+
+def table_items(
+    benchmark: str, split: Split | str, *, limit: int | None = None, seed: int = 0
+) -> list[Item]:
+    """A table's items: the split's items in a seeded order (by ``sha256(seed:id)``), MMLU's
+    interleaved across subjects (every subject's first, then every subject's second, ...), the
+    first ``limit`` of them. A larger ``limit`` extends the same list."""
+    items = sorted(split_items(benchmark, split=split), key=lambda i: _rank(seed, i))
+    if any(isinstance(i, ChoiceItem) and i.subject for i in items):
+        groups: dict[str | None, list[Item]] = {}
+        for item in items:
+            groups.setdefault(getattr(item, "subject", None), []).append(item)
+        order = sorted(groups)  # type: ignore[type-var]
+        width = max(len(g) for g in groups.values())
+        items = [groups[s][k] for k in range(width) for s in order if k < len(groups[s])]
+    return items if limit is None else items[:limit]
+
+
+def selection_note(seed: int) -> str:
+    return (
+        f"the split's items ordered by sha256('{seed}:' + id), MMLU interleaved across subjects "
+        "(sorted by name), then the first n"
+    )
+
+
+@dataclass(slots=True)
+class BuildStats:
+    added: int = 0
+    skipped: int = 0
+    """Runs not recorded because the machine, not the team, failed (run again next time)."""
+    new_calls: int = 0
+    errors: list[str] | None = None
+
+
+def cell_of(
+    item: Item,
+    column: Column,
+    spec: Spec,
+    result: RunResult,
+    *,
+    success: float,
+    extracted: float | str | None,
+    priced: float,
+    settings: ItemSettings,
+    identities: Mapping[str, str],
+    roles: RoleLibrary,
+) -> tuple[Cell, list[StoredCall]]:
+    """The cell of one run and the worker calls it read, each named by its call-cache key
+    (the same request, rebuilt from the run's outputs, that the executor sent)."""
+    options = item_options(item, settings)
+    results = {a.name: a for a in result.agents}
+    task = task_text(item)
+    agents: list[tuple[str, str, str | None, int, int]] = []
+    calls: list[StoredCall] = []
+    for agent, run in zip(spec.agents, result.agents, strict=True):
+        key = None
+        if not run.tool and run.status is AgentStatus.SUCCEEDED:
+            request = build_request(
+                agent, spec=spec, task=task, roles=roles, results=results, options=options
+            )
+            key = request_key(identities[agent.capacity.value], request)
+            calls.append(
+                StoredCall(
+                    key=key,
+                    tier=agent.capacity.value,
+                    text=run.output,
+                    prompt_tokens=run.prompt_tokens,
+                    completion_tokens=run.completion_tokens,
+                    finish=run.finish_reason or "stop",
+                )
+            )
+        agents.append(
+            (agent.name, agent.capacity.value, key, run.prompt_tokens, run.completion_tokens)
+        )
+    cell = Cell(
+        item=item.id,
+        team=column.name,
+        success=success,
+        extracted=extracted,
+        answer=result.answer,
+        status=result.status.value,
+        error=result.error,
+        tokens=result.tokens_by_tier(),
+        priced=priced,
+        agents=agents,
+        wall_s=result.wall_s,
+    )
+    return cell, calls
+
+
+async def build_table(
+    table: Table,
+    items: Sequence[Item],
+    columns: Sequence[Column],
+    *,
+    backends: Mapping[Capacity, Backend],
+    identities: Mapping[str, str],
+    settings: ItemSettings,
+    prices: TierPrices,
+    concurrency: int = 16,
+    chunk: int = 50,
+    progress: Callable[[int, int], None] | None = None,
+    stop_after_s: float | None = None,
+) -> BuildStats:
+    """Run every (item, team) of ``items`` × ``columns`` the table lacks and record it."""
+    roles = default_roles()
+    stats = BuildStats(errors=[])
+    todo = [
+        (item, col)
+        for start in range(0, len(items), chunk)
+        for col in columns
+        for item in items[start : start + chunk]
+        if col.applies_to(classify_task(task_text(item))) and table.cell(item.id, col.name) is None
+    ]
+    total, done = len(todo), 0
+    semaphore = asyncio.Semaphore(concurrency)
+    started = time.monotonic()
+
+    async def one(item: Item, col: Column, writer: object) -> None:
+        nonlocal done
+        if stop_after_s is not None and time.monotonic() - started > stop_after_s:
+            return
+        spec = col.spec(classify_task(task_text(item)))
+        run_settings = ItemSettings(
+            worker_max_tokens=settings.worker_max_tokens,
+            deadline_s=settings.deadline_s,
+            temperature=col.temperature,
+            seed=col.seed,
+        )
+        async with semaphore:
+            if stop_after_s is not None and time.monotonic() - started > stop_after_s:
+                return
+            result = await run_item(
+                item, spec, backends=backends, settings=run_settings, output=col.output
+            )
+            outcome = await item_outcome(item, result, spec=spec, prices=prices)
+        if result.failure in _MACHINE_FAILURES:
+            stats.skipped += 1
+            assert stats.errors is not None
+            stats.errors.append(f"{item.id} {col.name}: {result.error}")
+            return
+        cell, calls = cell_of(
+            item,
+            col,
+            spec,
+            result,
+            success=outcome.success,
+            extracted=outcome.extracted,
+            priced=outcome.priced_tokens or 0.0,
+            settings=run_settings,
+            identities=identities,
+            roles=roles,
+        )
+        stats.new_calls += writer.add(cell, calls)  # type: ignore[attr-defined]
+        stats.added += 1
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    with table.writer() as writer:
+        # a bounded window of tasks, so a long table does not hold every run's coroutine
+        window = max(concurrency * 2, 1)
+        pending: set[asyncio.Task[None]] = set()
+        for item, col in todo:
+            pending.add(asyncio.ensure_future(one(item, col, writer)))
+            if len(pending) >= window:
+                finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    task.result()
+        if pending:
+            for task in await asyncio.gather(*pending, return_exceptions=True):
+                if isinstance(task, BaseException):
+                    raise task
+    return stats

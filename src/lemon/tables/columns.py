@@ -1,0 +1,203 @@
+"""The candidate teams of an outcome table: its columns.
+
+A column is a team that can be written down for any task of a kind: a spec whose solver role
+follows the task kind (``math_solver``, ``knowledge_expert``, ``programmer``, as the fixed teams
+of :mod:`lemon.policy.teams` choose it), plus how it is decoded (greedy, or sampled with a
+seed). Columns carry no free-text ``duties``: a policy that writes the same team writes the
+same prompts, so its run is answered from the table (a spec with duties of its own asks new
+questions, which the table cannot answer).
+
+The catalogue (:data:`COLUMNS`):
+
+- ``single-small``, ``single-medium``, ``single-large``: one solver on each tier;
+- ``pot-medium``, ``pot-large``: program of thought, a programmer whose program the
+  ``python_executor`` runs in the sandbox (maths only);
+- ``sample-medium-1`` .. ``sample-medium-5``: one medium solver sampled at temperature 0.7
+  with seeds 1..5 (self-consistency and the cascade vote over them);
+- ``verify-medium-large``, ``verify-large-large``: a solver, then a large verifier reading it;
+- ``plan-medium-medium``: a medium planner, then a medium solver reading the plan;
+- ``expert-small`` .. ``expert-large`` and ``quick-small`` .. ``quick-large``: one
+  ``knowledge_expert`` (the relevant facts, then the letter) or one ``quick_expert`` (the
+  letter after one sentence) per tier: the two multiple-choice answer formats compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lemon.spec.models import Capacity, Spec
+from lemon.tasks import TaskKind
+
+__all__ = ["COLUMNS", "SAMPLE_TEMPERATURE", "Column", "column", "columns"]
+
+SAMPLE_TEMPERATURE = 0.7
+"""Temperature of the sampled columns (as ``lemon eval``'s self-consistency baselines)."""
+
+SOLVER = "{solver}"
+"""Placeholder for the task kind's solver role in a column's agents."""
+
+_SOLVER = {
+    TaskKind.MATH: "math_solver",
+    TaskKind.MULTIPLE_CHOICE: "knowledge_expert",
+    TaskKind.CODE: "programmer",
+    TaskKind.GENERAL: "knowledge_expert",
+}
+
+
+class Column(BaseModel):
+    """One candidate team, for every task of the kinds it applies to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    description: str
+    agents: tuple[dict[str, Any], ...]
+    """The spec's agents; a ``role`` of ``{solver}`` is the task kind's solver role."""
+    output: str
+    kinds: tuple[TaskKind, ...] = tuple(TaskKind)
+    """The task kinds this team is written for."""
+    temperature: float = 0.0
+    seed: int | None = None
+
+    def spec(self, kind: TaskKind) -> Spec:
+        """The team's spec for a task of ``kind``."""
+        agents = [
+            {**agent, "role": _SOLVER[kind] if agent["role"] == SOLVER else agent["role"]}
+            for agent in self.agents
+        ]
+        return Spec.model_validate({"agents": agents, "output": self.output})
+
+    def applies_to(self, kind: TaskKind) -> bool:
+        return kind in self.kinds
+
+    @property
+    def sampled(self) -> bool:
+        return self.temperature > 0
+
+    @property
+    def tiers(self) -> tuple[str, ...]:
+        return tuple(str(agent["capacity"]) for agent in self.agents)
+
+    def to_json(self, kind: TaskKind | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "description": self.description,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "agents": len(self.agents),
+            "tiers": list(self.tiers),
+        }
+        if kind is not None:
+            from lemon.spec.formatting import format_spec
+
+            out["spec"] = format_spec(self.spec(kind), output=self.output)
+        return out
+
+
+def _agent(name: str, role: str, capacity: Capacity, *deps: str) -> dict[str, Any]:
+    agent: dict[str, Any] = {"name": name, "role": role, "capacity": capacity.value}
+    if deps:
+        agent["depends_on"] = list(deps)
+    return agent
+
+
+S, M, L = Capacity.SMALL, Capacity.MEDIUM, Capacity.LARGE
+_ANSWERING = (TaskKind.MATH, TaskKind.MULTIPLE_CHOICE, TaskKind.GENERAL)
+
+
+def _catalogue() -> list[Column]:
+    found = [
+        Column(
+            name=f"single-{tier.value}",
+            description=f"one solver on the {tier.value} tier",
+            agents=(_agent("solver", SOLVER, tier),),
+            output="solver",
+        )
+        for tier in (S, M, L)
+    ]
+    found += [
+        Column(
+            name=f"pot-{tier.value}",
+            description=f"program of thought: a {tier.value} programmer, its program run in the "
+            "sandbox",
+            agents=(
+                _agent("coder", "programmer", tier),
+                _agent("run", "python_executor", S, "coder"),
+            ),
+            output="run",
+            kinds=(TaskKind.MATH,),
+        )
+        for tier in (M, L)
+    ]
+    found += [
+        Column(
+            name=f"sample-medium-{seed}",
+            description=f"one medium solver sampled at temperature {SAMPLE_TEMPERATURE}, seed "
+            f"{seed}",
+            agents=(_agent("solver", SOLVER, M),),
+            output="solver",
+            temperature=SAMPLE_TEMPERATURE,
+            seed=seed,
+            kinds=_ANSWERING,
+        )
+        for seed in range(1, 6)
+    ]
+    found += [
+        Column(
+            name=f"verify-{tier.value}-large",
+            description=f"a {tier.value} solver, then a large verifier reading its work",
+            agents=(_agent("solver", SOLVER, tier), _agent("checker", "verifier", L, "solver")),
+            output="checker",
+            kinds=_ANSWERING,
+        )
+        for tier in (M, L)
+    ]
+    found.append(
+        Column(
+            name="plan-medium-medium",
+            description="a medium planner, then a medium solver reading the plan",
+            agents=(_agent("planner", "planner", M), _agent("solver", SOLVER, M, "planner")),
+            output="solver",
+            kinds=_ANSWERING,
+        )
+    )
+    found += [
+        Column(
+            name=f"expert-{tier.value}",
+            description=f"one knowledge_expert on the {tier.value} tier: the relevant facts, "
+            "then the letter (the long multiple-choice format)",
+            agents=(_agent("solver", "knowledge_expert", tier),),
+            output="solver",
+            kinds=(TaskKind.MULTIPLE_CHOICE,),
+        )
+        for tier in (S, M, L)
+    ]
+    found += [
+        Column(
+            name=f"quick-{tier.value}",
+            description=f"one quick_expert on the {tier.value} tier: the letter after one "
+            "sentence (the short multiple-choice format)",
+            agents=(_agent("solver", "quick_expert", tier),),
+            output="solver",
+            kinds=(TaskKind.MULTIPLE_CHOICE,),
+        )
+        for tier in (S, M, L)
+    ]
+    return found
+
+
+COLUMNS: dict[str, Column] = {c.name: c for c in _catalogue()}
+
+
+def column(name: str) -> Column:
+    """The column called ``name``; ``KeyError`` with the known names otherwise."""
+    try:
+        return COLUMNS[name]
+    except KeyError:
+        raise KeyError(f"unknown team {name!r} (known: {', '.join(COLUMNS)})") from None
+
+
+def columns(names: Iterable[str]) -> list[Column]:
+    return [column(name) for name in names]
