@@ -332,6 +332,7 @@ class LlamaModel:
         if job.seq >= 0:
             lib.llama_memory_seq_rm(self._memory, job.seq, -1, -1)
             free.append(job.seq)
+            free.sort(reverse=True)  # the lowest free sequence id is taken next
             job.seq = -1
         if job.sampler is not None:
             lib.llama_sampler_free(job.sampler)
@@ -345,8 +346,10 @@ class LlamaModel:
         budget = self.settings.batch_tokens
         n = 0
         outputs: list[tuple[_Job, int]] = []
-        # generating sequences first (one token each), then prompt chunks with what is left
-        for job in sorted(active, key=lambda j: len(j.pending) > 1):
+        # generating sequences first (one token each), then prompt chunks with what is left;
+        # each group in ascending sequence id: a batch whose sequences come out of order is
+        # split into several smaller passes (measured: half the throughput at 8 sequences)
+        for job in sorted(active, key=lambda j: (len(j.pending) > 1, j.seq)):
             take = min(len(job.pending), budget - n)
             if take <= 0:
                 continue
