@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from lemon.backends.callcache import wrap_backends
     from lemon.capacity import build_backends, close_backends
     from lemon.evals.loop import EvalSettings, evaluate, print_progress
-    from lemon.pricing import resolve_prices
+    from lemon.pricing import policy_price, resolve_prices
     from lemon.spec.models import Capacity
 
     items = select_items(args)
@@ -70,8 +70,11 @@ def run(args: argparse.Namespace) -> int:
     benchmark = items[0].benchmark
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
     out_dir = Path(args.out) / name
+    policy = open_policy(args) if args.policy else None
+    prices = resolve_prices(profile=profile)
     settings = EvalSettings(
-        prices=resolve_prices(profile=profile),
+        prices=prices,
+        policy_price=policy_price(getattr(policy, "model", None), prices=prices),
         method=method,
         max_tokens=args.max_tokens,
         concurrency=args.concurrency,
@@ -89,9 +92,7 @@ def run(args: argparse.Namespace) -> int:
         "limit": args.limit,
         **({"stratified": True} if args.stratified else {}),
     }
-    policy = None
-    if args.policy:
-        policy = open_policy(args)
+    if policy is not None:
         meta["policy"] = policy.label
         meta["policy_constrained"] = bool(args.policy_constrained)
     cache = None if args.specs_only else open_call_cache(args)

@@ -20,17 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from lemon import atomic
-from lemon.backends.base import Backend, Decoding
+from lemon.backends.base import Backend
 from lemon.data.items import CodeItem, Item
-from lemon.engine.executor import ExecutionOptions, execute
 from lemon.evals.baselines import BASELINES, baseline_spec
-from lemon.evals.selection import on_tier
 from lemon.jsonl import RecordFile, read_records
+from lemon.orchestration import ItemOutcome, ItemSettings, item_outcome, run_item
 from lemon.policy.inference import SpecPolicy
+from lemon.policy.teams import on_tier
 from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Capacity, Spec
-from lemon.tasks import TaskKind, classify_task, item_prefills, task_text
+from lemon.tasks import TaskKind, classify_task, task_text
 
 __all__ = ["EvalSettings", "ItemRecord", "evaluate", "summarize"]
 
@@ -52,6 +52,9 @@ class EvalSettings:
     """Tier prices for the tier-priced cost (the profile's, else the defaults)."""
     tier: Capacity | None = None
     """Run every agent of every spec on this tier (calibrating the tiers one by one)."""
+    policy_price: float = 0.0
+    """What one of the policy's tokens costs, in medium-tier tokens
+    (:func:`lemon.pricing.policy_price`); its prompt and spec count in the item's full cost."""
 
 
 @dataclass(slots=True)
@@ -65,12 +68,16 @@ class ItemRecord:
     tokens: int = 0
     priced_tokens: float = 0.0
     """Worker tokens weighed by their tier's price (:mod:`lemon.pricing`)."""
+    policy_priced_tokens: float = 0.0
+    """The policy's own tokens (prompt and spec) at its price; 0 when no policy wrote it."""
     calls: int = 0
     cache_hits: int = 0
     """Worker calls answered from the persistent call cache."""
     wall_s: float = 0.0
     status: str = "succeeded"
     error: str | None = None
+    failure: str | None = None
+    """Why the run failed (:class:`lemon.engine.results.FailureKind`)."""
     samples: list[str | None] = field(default_factory=list)
     policy: dict[str, Any] | None = None
     """For ``policy:`` methods: validity of the first attempt, fallback, attempts, tokens."""
@@ -85,57 +92,64 @@ class ItemRecord:
             "correct": self.correct,
             "tokens": self.tokens,
             "priced_tokens": round(self.priced_tokens, 3),
+            "policy_priced_tokens": round(self.policy_priced_tokens, 3),
+            "full_cost": round(self.priced_tokens + self.policy_priced_tokens, 3),
             "calls": self.calls,
             "cache_hits": self.cache_hits,
             "wall_s": round(self.wall_s, 3),
             "status": self.status,
             "error": self.error,
+            **({"failure": self.failure} if self.failure is not None else {}),
             **({"samples": self.samples} if self.samples else {}),
             **({"policy": self.policy} if self.policy is not None else {}),
         }
 
 
-def _extract(item: Item, text: str) -> tuple[float | str | None, bool]:
-    from lemon.scoring.scorer import score_item
-
-    if isinstance(item, CodeItem):
-        return None, False  # scored in the sandbox, in one batch at the end
-    score = score_item(item, text)
-    return score.extracted, score.correct
+def _sample_settings(settings: EvalSettings, k: int, samples: int) -> ItemSettings:
+    """One item run's settings: greedy, or the k-th seeded sample of self-consistency."""
+    if samples == 1:
+        return ItemSettings(worker_max_tokens=settings.max_tokens, deadline_s=settings.deadline_s)
+    return ItemSettings(
+        worker_max_tokens=settings.max_tokens,
+        deadline_s=settings.deadline_s,
+        temperature=SC_TEMPERATURE,
+        seed=k,
+    )
 
 
 async def _run_item(
     item: Item,
     *,
-    task: str,
     spec: Spec,
     samples: int,
     settings: EvalSettings,
     backends: Mapping[Capacity, Backend],
 ) -> ItemRecord:
+    """Run ``spec`` on ``item`` (``samples`` times for self-consistency, majority vote over the
+    extracted answers) through :func:`lemon.orchestration.run_item`, scored by
+    :func:`lemon.orchestration.item_outcome`."""
     started = time.perf_counter()
     text = format_spec(spec)
     record = ItemRecord(item.id, settings.method, text, None)
-    answers: list[tuple[str, float | str | None]] = []
+    answers: list[ItemOutcome] = []
     for k in range(samples):
-        decoding = (
-            Decoding(max_tokens=settings.max_tokens)
-            if samples == 1
-            else Decoding(max_tokens=settings.max_tokens, temperature=SC_TEMPERATURE, seed=k)
+        result = await run_item(
+            item,
+            spec,
+            backends=backends,
+            settings=_sample_settings(settings, k, samples),
+            spec_text=text,
         )
-        options = ExecutionOptions(
-            decoding=decoding, deadline_s=settings.deadline_s, prefill=item_prefills(item)
-        )
-        result = await execute(spec, task=task, backends=backends, options=options, spec_text=text)
-        record.tokens += result.tokens()["total"]
-        record.priced_tokens += settings.prices.priced(result.tokens_by_tier())
+        outcome = await item_outcome(item, result, spec=spec, prices=settings.prices)
+        record.tokens += outcome.worker_tokens
+        record.priced_tokens += outcome.priced_tokens or 0.0
         record.calls += result.calls
         record.cache_hits += result.cache_hits
-        if result.answer is None:
+        if outcome.answer is None:
             record.error = result.error
+            record.failure = result.failure.value if result.failure is not None else None
             continue
-        extracted, _ = _extract(item, result.answer)
-        answers.append((result.answer, extracted))
+        answers.append(outcome)
         if samples > 1 and settings.method.endswith("sc-budget"):
             per_sample = record.tokens / (k + 1)
             if record.tokens + per_sample > settings.budget:
@@ -144,14 +158,20 @@ async def _run_item(
     if not answers:
         record.status = "failed"
         return record
-    record.samples = [str(e) if e is not None else None for _, e in answers] if samples > 1 else []
-    votes = Counter(e for _, e in answers if e is not None)
-    if votes:
-        winner = votes.most_common(1)[0][0]
-        record.answer = next(text for text, e in answers if e == winner)
-    else:
-        record.answer = answers[0][0]
-    record.extracted, record.correct = _extract(item, record.answer)
+    record.samples = [str(a.extracted) if a.extracted is not None else None for a in answers]
+    if samples == 1:
+        record.samples = []
+    # a program's sandbox status would vote with the hidden tests: code takes the first answer
+    votes = Counter(
+        a.extracted for a in answers if a.extracted is not None and not isinstance(item, CodeItem)
+    )
+    winner = votes.most_common(1)[0][0] if votes else answers[0].extracted
+    chosen = next(a for a in answers if a.extracted == winner)
+    record.answer, record.extracted, record.correct = (
+        chosen.answer,
+        chosen.extracted,
+        chosen.success >= 1.0,
+    )
     return record
 
 
@@ -187,6 +207,7 @@ def summarize(
     correct = sum(bool(r["correct"]) for r in records)
     tokens = sum(int(r["tokens"]) for r in records)
     priced = sum(float(r.get("priced_tokens", r["tokens"])) for r in records)
+    policy_priced = sum(float(r.get("policy_priced_tokens", 0.0)) for r in records)
     policy = [r["policy"] for r in records if r.get("policy") is not None]
     extra: dict[str, Any] = {}
     if policy:
@@ -205,12 +226,54 @@ def summarize(
         "mean_tokens": tokens / n if n else 0.0,
         "total_tokens": tokens,
         "mean_priced_tokens": priced / n if n else 0.0,
+        "mean_policy_priced_tokens": policy_priced / n if n else 0.0,
+        "mean_full_cost": (priced + policy_priced) / n if n else 0.0,
         "calls": sum(int(r["calls"]) for r in records),
         "cache_hits": sum(int(r.get("cache_hits", 0)) for r in records),
         "failed_runs": sum(r["status"] not in ("succeeded", "spec_only") for r in records),
         "mean_wall_s": sum(float(r["wall_s"]) for r in records) / n if n else 0.0,
         **extra,
     }
+
+
+async def _record(
+    item: Item,
+    *,
+    settings: EvalSettings,
+    backends: Mapping[Capacity, Backend],
+    fixed: Spec | None,
+    policy: SpecPolicy | None,
+) -> ItemRecord:
+    """One item's record: its spec (the method's, or the one the policy writes), run and
+    scored, or only written (``specs_only``)."""
+    task = task_text(item)
+    kind = classify_task(task)
+    decision = None
+    if policy is not None:
+        decision = await policy.write_spec(task, kind=kind)
+        spec, samples = decision.spec, 1
+    else:
+        spec, samples = _method_spec(settings, task, kind, fixed)
+    if settings.tier is not None:
+        spec = on_tier(spec, settings.tier)
+    if settings.specs_only:
+        text = decision.text if decision is not None else format_spec(spec)
+        record = ItemRecord(item.id, settings.method, text, None)
+        record.status = "spec_only"
+    else:
+        record = await _run_item(
+            item, spec=spec, samples=samples, settings=settings, backends=backends
+        )
+    if decision is not None:
+        record.policy_priced_tokens = decision.policy_tokens * settings.policy_price
+        record.policy = {
+            "first_valid": bool(decision.attempts and decision.attempts[0].valid),
+            "fallback": decision.fallback,
+            "attempts": len(decision.attempts),
+            "tokens": decision.policy_tokens,
+            "errors": [list(a.errors) for a in decision.attempts],
+        }
+    return record
 
 
 async def evaluate(
@@ -226,7 +289,8 @@ async def evaluate(
     """Run, score and record every item not already done; returns the summary.
 
     With ``policy`` (a ``policy:`` method), the policy writes each item's spec first; a spec it
-    fails to write validly falls back to the template policy's, and the record says so."""
+    fails to write validly falls back to the template policy's, and the record says so. Its
+    own tokens join the item's full cost at ``settings.policy_price``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     items_path = out_dir / "items.jsonl"
     by_id = {item.id: item for item in items}
@@ -238,47 +302,10 @@ async def evaluate(
     correct = sum(bool(done[i]["correct"]) for i in done if i in by_id)
 
     async def one(item: Item) -> dict[str, Any]:
-        task = task_text(item)
-        kind = classify_task(task)
         async with semaphore:
-            decision = None
-            if policy is not None:
-                decision = await policy.write_spec(task, kind=kind)
-                spec, samples = decision.spec, 1
-            else:
-                spec, samples = _method_spec(settings, task, kind, fixed)
-            if settings.tier is not None:
-                spec = on_tier(spec, settings.tier)
-            if settings.specs_only:
-                text = decision.text if decision is not None else format_spec(spec)
-                record = ItemRecord(item.id, settings.method, text, None)
-                record.status = "spec_only"
-            else:
-                record = await _run_item(
-                    item,
-                    task=task,
-                    spec=spec,
-                    samples=samples,
-                    settings=settings,
-                    backends=backends,
-                )
-            if decision is not None:
-                record.policy = {
-                    "first_valid": bool(decision.attempts and decision.attempts[0].valid),
-                    "fallback": decision.fallback,
-                    "attempts": len(decision.attempts),
-                    "tokens": decision.policy_tokens,
-                    "errors": [list(a.errors) for a in decision.attempts],
-                }
-        if (
-            isinstance(item, CodeItem)
-            and record.answer is not None
-            and record.status != "spec_only"
-        ):
-            from lemon.scoring.code import score_code
-
-            (run,) = await asyncio.to_thread(score_code, [item], [record.answer])
-            record.correct, record.extracted = run.passed, run.status.value
+            record = await _record(
+                item, settings=settings, backends=backends, fixed=fixed, policy=policy
+            )
         return record.to_json()
 
     def count(item: Item, record: dict[str, Any] | None) -> None:
@@ -297,6 +324,7 @@ async def evaluate(
             "method": settings.method,
             "max_tokens": settings.max_tokens,
             "tier_prices": settings.prices.to_json(),
+            **({"policy_price": settings.policy_price} if policy is not None else {}),
             **({"tier": settings.tier.value} if settings.tier is not None else {}),
         },
     )

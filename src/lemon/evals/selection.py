@@ -1,13 +1,12 @@
-"""Choosing what an evaluation runs: which items (stratified by subject) and on which tier."""
+"""Choosing what an evaluation runs: which items (stratified by subject)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from lemon.data.items import ChoiceItem, Item
-from lemon.spec.models import Capacity, Spec
 
-__all__ = ["on_tier", "stratified"]
+__all__ = ["stratified"]
 
 
 def stratified(items: Sequence[Item]) -> list[Item]:
@@ -20,9 +19,3 @@ def stratified(items: Sequence[Item]) -> list[Item]:
         groups.setdefault(subject, []).append(item)
     width = max((len(g) for g in groups.values()), default=0)
     return [g[i] for i in range(width) for g in groups.values() if i < len(g)]
-
-
-def on_tier(spec: Spec, tier: Capacity) -> Spec:
-    """``spec`` with every agent on ``tier`` (e.g. a single agent measured on each tier)."""
-    agents = [agent.model_copy(update={"capacity": tier}) for agent in spec.agents]
-    return spec.model_copy(update={"agents": agents})

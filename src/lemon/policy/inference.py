@@ -168,6 +168,7 @@ class LearnedPolicy:
         fallback: SpecPolicy | None = None,
         constrained: bool = False,
         limits: GrammarLimits | None = None,
+        model: str | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -176,6 +177,9 @@ class LearnedPolicy:
         self.limits = limits
         self.backend = backend
         self.name = name
+        self.model = model
+        """The model the policy runs (a base model id or path; None: unknown), which prices its
+        tokens (:func:`lemon.pricing.policy_price`)."""
         self.max_attempts = max_attempts
         self.decoding = decoding
         self.fallback = fallback if fallback is not None else TemplatePolicy()
@@ -304,5 +308,6 @@ def load_policy(
     backend = LocalBackend(ModelSource(path, dtype=dtype, device=device), tier="policy")
     name = f"{meta.policy}@{meta.version} ({meta.stage})"
     return LearnedPolicy(
-        backend, name=name, max_attempts=max_attempts, decoding=decoding, constrained=constrained
-    )
+        backend, name=name, max_attempts=max_attempts, decoding=decoding,
+        constrained=constrained, model=meta.base_model,
+    )  # fmt: skip

@@ -18,10 +18,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from lemon.spec.models import Spec
+from lemon.spec.models import Capacity, Spec
 from lemon.tasks import TaskKind, classify_task
 
-__all__ = ["Team", "team_spec"]
+__all__ = ["Team", "on_tier", "team_spec"]
 
 
 class Team(StrEnum):
@@ -114,3 +114,9 @@ def team_spec(team: Team, task: str, *, kind: TaskKind | None = None) -> Spec:
             _agent("aggregator", "aggregator", "large", "revise-a", "revise-b", "revise-c"),
         ]
     return Spec.model_validate({"agents": agents, "output": agents[-1]["name"]})
+
+
+def on_tier(spec: Spec, tier: Capacity) -> Spec:
+    """``spec`` with every agent on ``tier`` (e.g. a single agent measured on each tier)."""
+    agents = [agent.model_copy(update={"capacity": tier}) for agent in spec.agents]
+    return spec.model_copy(update={"agents": agents})

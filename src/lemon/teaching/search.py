@@ -18,30 +18,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lemon.backends.base import Backend, Decoding
+from lemon.backends.base import Backend
 from lemon.data.items import Item
-from lemon.engine.executor import CallCache, ExecutionOptions, execute
+from lemon.engine.executor import CallCache
+from lemon.orchestration import ItemSettings, item_outcome, run_item
 from lemon.policy.prompt import spec_completion
-from lemon.policy.teams import Team, team_spec
+from lemon.policy.teams import Team, on_tier, team_spec
 from lemon.policy.template import TemplateVariant, template_spec
 from lemon.pricing import TierPrices, resolve_prices
-from lemon.reward import RewardConfig, orchestration_reward
-from lemon.scoring.scorer import item_success
+from lemon.reward import RewardConfig, orchestration_rewards
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.mutations import mutations
 from lemon.spec.validation import parse_spec
-from lemon.tasks import TaskKind, classify_task, item_prefills, task_text
+from lemon.tasks import TaskKind, classify_task, task_text
 from lemon.teaching.rows import Progress, TeacherStats, sft_row, write_rows
 
 __all__ = ["Candidate", "SearchSettings", "candidate_specs", "search_teacher"]
 
 _TEAMS = (Team.POT, Team.CHAIN, Team.PLAN_POT, Team.STAR)
-
-
-def _on_tier(spec: Spec, tier: Capacity) -> Spec:
-    """``spec`` with every agent on ``tier``."""
-    agents = [agent.model_copy(update={"capacity": tier}) for agent in spec.agents]
-    return spec.model_copy(update={"agents": agents})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +57,7 @@ def candidate_specs(task: str, limit: int, *, kind: TaskKind | None = None) -> l
     # one agent on each tier, cheap to expensive: what a capacity choice alone is worth
     single = team_spec(Team.SINGLE, task, kind=kind)
     found += [
-        Candidate(f"topology:{Team.SINGLE}:{tier.value}", _on_tier(single, tier))
+        Candidate(f"topology:{Team.SINGLE}:{tier.value}", on_tier(single, tier))
         for tier in Capacity
     ]
     found += [Candidate(f"topology:{team}", team_spec(team, task, kind=kind)) for team in _TEAMS]
@@ -108,41 +102,34 @@ async def search_teacher(
 
     async def row(item: Item, stats: TeacherStats) -> dict[str, Any] | None:
         task = task_text(item)
-        options = ExecutionOptions(
-            decoding=Decoding(max_tokens=settings.max_tokens),
-            deadline_s=settings.deadline_s,
-            prefill=item_prefills(item),
+        run_settings = ItemSettings(
+            worker_max_tokens=settings.max_tokens, deadline_s=settings.deadline_s
         )
         cache = CallCache()
         scored: list[dict[str, Any]] = []
         best: tuple[float, Candidate] | None = None
         async with semaphore:
             for candidate in candidate_specs(task, settings.candidates):
-                result = await execute(
-                    candidate.spec, task=task, backends=backends, options=options, cache=cache
+                result = await run_item(
+                    item, candidate.spec, backends=backends, settings=run_settings, cache=cache
                 )
+                outcome = await item_outcome(item, result, spec=candidate.spec, prices=prices)
                 stats.executions += 1
                 stats.reused_calls += result.reused_calls
                 stats.cache_hits += result.cache_hits
-                success = item_success(item, result.answer) if result.status == "succeeded" else 0.0
-                tokens = result.tokens()["total"]
-                priced = prices.priced(result.tokens_by_tier())
-                reward = orchestration_reward(
-                    success,
-                    worker_tokens=tokens,
-                    priced_tokens=priced,
-                    agents=len(candidate.spec.agents),
-                    edges=sum(len(a.depends_on) for a in candidate.spec.agents),
-                    valid=result.status == "succeeded",
-                    config=settings.rewards,
+                valid = result.status == "succeeded"
+                reward = (
+                    orchestration_rewards([outcome], config=settings.rewards)[0]
+                    if valid
+                    else settings.rewards.invalid_reward
                 )
                 scored.append(
                     {
                         "origin": candidate.origin,
                         "reward": round(reward, 6),
-                        "success": success,
-                        "worker_tokens": tokens,
-                        "priced_tokens": round(priced, 3),
+                        "success": outcome.success,
+                        "worker_tokens": outcome.worker_tokens,
+                        "priced_tokens": round(outcome.priced_tokens or 0.0, 3),
                         "status": result.status,
                     }
                 )
