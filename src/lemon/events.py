@@ -30,6 +30,7 @@ __all__ = [
     "PolicyAttempted",
     "PolicyFellBack",
     "RunFinished",
+    "RunScored",
     "RunStarted",
     "SpecReady",
     "TraceTruncated",
@@ -49,6 +50,11 @@ class RunStarted:
     output: str
     profile: str = ""
     levels: tuple[tuple[str, ...], ...] = ()
+    spec: str = ""
+    """The spec that runs, in canonical YAML (agents, duties, tiers, dependencies)."""
+    tier_prices: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """Each tier's relative token price the run is costed with (:mod:`lemon.pricing`); empty
+    when the caller did not say (then the defaults apply)."""
     t: float = 0.0
 
 
@@ -91,6 +97,9 @@ class AgentStarted:
     capacity: str
     model: str = ""
     reused: bool = False
+    prompt: str = ""
+    """What the agent was asked: its role's template filled with its duties, the task and its
+    dependencies' outputs (empty for tool roles, which get their dependencies' outputs)."""
     t: float = 0.0
 
 
@@ -146,6 +155,19 @@ class RunFinished:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunScored:
+    """The run's answer scored against a benchmark item (``lemon run`` on its sample item)."""
+
+    kind: ClassVar[str] = "run_scored"
+    item: str
+    expected: str
+    extracted: str = ""
+    """What was read from the answer (a number, a letter); empty when nothing was."""
+    correct: bool = False
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TraceTruncated:
     """A trace bounded to ``limit_bytes`` (a served run's, a LemonRun's ConfigMap) left out
     ``left_out`` events here."""
@@ -166,6 +188,7 @@ Event = (
     | AgentFailed
     | AgentFinished
     | RunFinished
+    | RunScored
     | TraceTruncated
 )
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -180,6 +203,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AgentFailed,
         AgentFinished,
         RunFinished,
+        RunScored,
         TraceTruncated,
     )
 }

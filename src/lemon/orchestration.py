@@ -164,6 +164,7 @@ async def run_task(
         options = replace(options, prefill=prefills(plan.kind))
     owned = backends is None
     backends = backends or build_backends(profile)
+    prices = resolve_prices(profile=profile)
     try:
         note = profile_note(profile, backends)
         result = await execute(
@@ -178,6 +179,7 @@ async def run_task(
             profile=profile.name,
             spec_text=plan.text,
             origin=plan.origin,
+            tier_prices=prices,
         )
     finally:
         if owned:
@@ -189,7 +191,7 @@ async def run_task(
         policy=plan.decision,
         profile=profile.name,
         profile_note=note,
-        tier_prices=resolve_prices(profile=profile),
+        tier_prices=prices,
     )
 
 

@@ -12,15 +12,25 @@ from lemon.events import TraceWriter, decode_event, encode_event, read_trace
 from tests.conftest import run_lemon
 
 SAMPLES: list[events.Event] = [
-    events.RunStarted(task="t", output="b", profile="scripted", levels=(("a",), ("b",))),
+    events.RunStarted(
+        task="t",
+        output="b",
+        profile="scripted",
+        levels=(("a",), ("b",)),
+        spec="agents: []\n",
+        tier_prices={"small": 0.5, "medium": 1.0, "large": 2.0},
+    ),
     events.SpecReady(origin="template policy (math)"),
     events.PolicyAttempted(attempt=1, valid=False, errors=("3:11: unknown role",)),
     events.PolicyFellBack(origin="template policy (math): fallback"),
-    events.AgentStarted(agent="a", role="planner", capacity="small", model="m", reused=True),
+    events.AgentStarted(
+        agent="a", role="planner", capacity="small", model="m", reused=True, prompt="Plan."
+    ),
     events.AgentRetrying(agent="a", attempt=1, error="503", transient=True),
     events.AgentFailed(agent="a", attempt=4, error="503", transient=True),
     events.AgentFinished(agent="a", status="failed", attempts=4, error="503"),
     events.RunFinished(status="failed", tokens={"prompt": 1, "completion": 2, "total": 3}),
+    events.RunScored(item="gsm8k:0", expected="18", extracted="18", correct=True),
     events.TraceTruncated(left_out=7, limit_bytes=262144),
 ]
 

@@ -29,6 +29,7 @@ from lemon.events import (
     AgentStarted,
     Event,
     PolicyAttempted,
+    RunScored,
     SpecReady,
 )
 from lemon.policy.template import TemplateVariant
@@ -126,9 +127,19 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = asyncio.run(go())
+        verdict = _sample_verdict(sample, result.answer) if sample is not None else None
+        if verdict is not None:
+            extracted = verdict["extracted"]
+            trace.emit(
+                RunScored(
+                    item=verdict["id"],
+                    expected=str(verdict["expected"]),
+                    extracted="" if extracted is None else f"{extracted:g}",
+                    correct=bool(verdict["correct"]),
+                )
+            )
     finally:
         trace.close()
-    verdict = _sample_verdict(sample, result.answer) if sample is not None else None
     if args.json:
         payload = result.to_json()
         if verdict is not None:

@@ -42,6 +42,7 @@ from lemon.events import (
     RunStarted,
     TraceWriter,
 )
+from lemon.pricing import TierPrices
 from lemon.spec.dag import compile_spec
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Agent, Capacity, Spec
@@ -244,10 +245,11 @@ class _Run:
                 request.messages,
                 request.prefill,
             )
-            if self._reuse(agent, result, key):
+            prompt = "\n\n".join(message.content for message in request.messages)
+            if self._reuse(agent, result, key, prompt=prompt):
                 return
             async with self.slots[agent.capacity]:
-                self._start(agent, result)
+                self._start(agent, result, prompt=prompt)
                 generation = await self._call(result, backend, request)
             if generation is None:
                 return
@@ -268,7 +270,9 @@ class _Run:
                 )
             raise
 
-    def _start(self, agent: Agent, result: AgentResult, *, reused: bool = False) -> None:
+    def _start(
+        self, agent: Agent, result: AgentResult, *, reused: bool = False, prompt: str = ""
+    ) -> None:
         result.started_s = self._now()
         self.trace.emit(
             AgentStarted(
@@ -277,19 +281,20 @@ class _Run:
                 capacity=agent.capacity.value,
                 model=result.model,
                 reused=reused,
+                prompt=prompt,
             )
         )
         if self.spans is not None:
             self.spans.agent_started(agent, result)
 
-    def _reuse(self, agent: Agent, result: AgentResult, key: CacheKey) -> bool:
+    def _reuse(self, agent: Agent, result: AgentResult, key: CacheKey, *, prompt: str = "") -> bool:
         """Finish ``agent`` from the cache if its exact call was answered before."""
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is None:
             return False
         result.reused = True
         self.reused += 1
-        self._start(agent, result, reused=True)
+        self._start(agent, result, reused=True, prompt=prompt)
         self._accept(result, cached, latency=0.0)
         self._finish(result, AgentStatus.SUCCEEDED)
         return True
@@ -385,12 +390,14 @@ async def execute(
     profile: str = "",
     spec_text: str | None = None,
     origin: str = "",
+    tier_prices: TierPrices | None = None,
 ) -> RunResult:
     """Run ``spec`` on ``task``; always returns a result (failed runs carry the reason).
 
     ``profile`` names the capacity profile in the trace; ``spec_text`` is the spec's canonical
     text when the caller has it already (else it is formatted here); ``origin`` says where the
-    spec came from (a file, a policy), for the run's trace span.
+    spec came from (a file, a policy), for the run's trace span; ``tier_prices``, when the
+    caller knows them, go into the trace's ``run_start`` so a reader can price the run.
     """
     options = options or ExecutionOptions()
     dag = compile_spec(spec, output=output)
@@ -421,6 +428,8 @@ async def execute(
             output=dag.output,
             profile=profile,
             levels=tuple(tuple(level) for level in dag.levels),
+            spec=canonical,
+            tier_prices=tier_prices.to_json() if tier_prices is not None else {},
         )
     )
     error: str | None = None
