@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -32,19 +32,27 @@ def free_port() -> int:
 
 
 class ModelServer:
-    def __init__(self, model_dir: Path) -> None:
+    """``lemon serve-model`` on a free loopback port: the model in ``model_dir`` (float32, on
+    transformers), or what ``model_args`` name (e.g. ``--profile tiny --tier small``, a GGUF on
+    llama.cpp), under the names ``served``."""
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        *,
+        served: Sequence[str] = ("tiny",),
+        model_args: Sequence[str] = (),
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
+        model = ["--model", str(model_dir), "--dtype", "float32"] if model_dir else [*model_args]
         self.process = subprocess.Popen(
             [
                 str(LEMON),
                 "serve-model",
-                "--model",
-                str(model_dir),
-                "--dtype",
-                "float32",
+                *model,
                 "--served-model-name",
-                "tiny",
+                *served,
                 "--port",
                 str(self.port),
             ],

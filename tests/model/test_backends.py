@@ -73,12 +73,13 @@ def test_bad_requests_get_openai_style_400s(model_server: ModelServer) -> None:
     bad = httpx.post(f"{url}/chat/completions", json={"messages": "nope"}, timeout=30)
     assert bad.status_code == 400
     assert bad.json()["error"]["type"] == "invalid_request_error"
-    stream = httpx.post(
+    unknown = httpx.post(
         f"{url}/chat/completions",
-        json={"messages": [{"role": "user", "content": "x"}], "stream": True},
+        json={"model": "nope", "messages": [{"role": "user", "content": "x"}], "stream": True},
         timeout=30,
     )
-    assert stream.status_code == 400
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "model_not_found"
     broken = httpx.post(
         f"{url}/completions",
         content=b"{not json",

@@ -51,7 +51,7 @@ def test_every_command_is_an_entry_point() -> None:
     assert extras == {
         "client": ["service"],
         "serve": ["service"],
-        "serve-model": ["model"],
+        "serve-model": ["serve"],
         "train": ["train"],
     }
 

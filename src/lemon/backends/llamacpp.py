@@ -15,6 +15,10 @@ jinja2 in a sandbox, as Hugging Face's ``apply_chat_template`` does, with the ge
 a prefill is appended to that text and the model completes it raw (the prefill is returned as
 the start of the answer). Stop strings cut the text and end the sequence; usage counts the
 prompt's tokens and every token generated.
+
+Streaming: ``generate(request, on_text=callback)`` calls ``callback`` on the event loop with
+the completion so far (without the prefill, stop strings already cut) each time a token adds
+to it; the calls come in order and all before the generation is returned.
 """
 
 from __future__ import annotations
@@ -22,18 +26,23 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import ctypes
 import functools
 import os
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
 
-__all__ = ["LlamaBackend", "LlamaModel", "LlamaSettings", "load_llama"]
+__all__ = ["LlamaBackend", "LlamaModel", "LlamaSettings", "TextCallback", "load_llama"]
+
+TextCallback = Callable[[str], None]
+"""Called with the completion so far (without the prefill) as tokens arrive."""
 
 _LOG_LEVEL_WARN = 3
 _CORES = threading.Lock()
@@ -102,6 +111,8 @@ class _Job:
     data: bytearray = field(default_factory=bytearray)
     text: str = ""
     finish: str | None = None
+    on_text: TextCallback | None = None
+    """Called (on the scheduler thread) with ``text`` each time a token changes it."""
 
 
 class LlamaModel:
@@ -212,15 +223,18 @@ class LlamaModel:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def submit(self, request: GenerationRequest) -> concurrent.futures.Future[Generation]:
-        """Queue ``request``; the future completes with its generation (or a BackendError)."""
+    def submit(
+        self, request: GenerationRequest, *, on_text: TextCallback | None = None
+    ) -> concurrent.futures.Future[Generation]:
+        """Queue ``request``; the future completes with its generation (or a BackendError).
+        ``on_text`` is called on the scheduler thread with the completion so far."""
         future: concurrent.futures.Future[Generation] = concurrent.futures.Future()
         if self._closed:
             future.set_exception(
                 BackendError("the model is closed", transient=False, unavailable=True)
             )
             return future
-        self._inbox.put(_Job(request, future))
+        self._inbox.put(_Job(request, future, on_text=on_text))
         return future
 
     def close(self) -> None:
@@ -394,12 +408,16 @@ class LlamaModel:
             return
         job.generated += 1
         job.data += self.piece(token)
-        job.text = job.data.decode("utf-8", "ignore")
+        before, job.text = job.text, job.data.decode("utf-8", "ignore")
         for stop in decoding.stop:
             if stop and stop in job.text:
                 job.text = job.text[: job.text.index(stop)]
                 job.finish = "stop"
-                return
+                break
+        if job.on_text is not None and job.text != before:
+            job.on_text(job.text)
+        if job.finish is not None:
+            return
         if job.generated >= decoding.max_tokens or job.n_past + 1 >= self.context:
             job.finish = "length"
             return
@@ -530,11 +548,13 @@ class LlamaBackend:
         else:
             digest = cache.fingerprint(path)
         settings = f"ctx{self.context}" + ("" if self.repack else ":no-repack")
-        return (
-            f"llamacpp:{digest[:24]}@llama-cpp-python-{version('llama-cpp-python')}:{settings}"
-        )
+        return f"llamacpp:{digest[:24]}@llama-cpp-python-{version('llama-cpp-python')}:{settings}"
 
-    async def generate(self, request: GenerationRequest) -> Generation:
+    async def generate(
+        self, request: GenerationRequest, *, on_text: TextCallback | None = None
+    ) -> Generation:
+        """The generation of ``request``; ``on_text`` (optional) is called on this event loop
+        with the completion so far as tokens arrive (streaming)."""
         if request.constraint is not None:
             raise BackendError(
                 f"{self.title} on llama.cpp in-process cannot decode under a grammar; run a "
@@ -542,7 +562,16 @@ class LlamaBackend:
                 transient=False,
             )
         model = await self.model()
-        return await asyncio.wrap_future(model.submit(request))
+        relay: TextCallback | None = None
+        if on_text is not None:
+            loop = asyncio.get_running_loop()
+
+            def relay(text: str) -> None:
+                # a closed loop: nobody is listening any more
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(on_text, text)
+
+        return await asyncio.wrap_future(model.submit(request, on_text=relay))
 
     async def aclose(self) -> None:
         """Models stay loaded for the process (later backends on the same file reuse them)."""
