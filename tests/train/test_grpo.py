@@ -239,6 +239,14 @@ def test_lemon_train_grpo_publishes_a_version_with_delta_metrics(
     assert all("validity" in row and "cf/span_share" in row for row in steps)
     assert any(row["validity"] > 0 for row in steps), steps
     assert any("cf/delta_mean" in row and row["cf/mutants"] > 0 for row in steps), steps
+    credit = [json.loads(line) for line in (output / "credit.jsonl").read_text().splitlines()]
+    assert {row["step"] for row in credit} == {1, 2}
+    landed = [(s["completion"], c) for row in credit for s in row["samples"] for c in s["credit"]]
+    assert landed, credit
+    for text, entry in landed:  # each credit drawn over characters of the completion it scored
+        assert entry["agent"], entry
+        assert entry["spans"], entry
+        assert all(0 <= start < end <= len(text) for start, end in entry["spans"]), entry
     result = json.loads(log.read_text())
     assert result["stage"] == "grpo"
     assert result["policy"] == str(output.resolve())

@@ -24,7 +24,9 @@ JSONL task rows ``{"task", "answer", "benchmark", "id"}`` or ``benchmark:<name>[
 
 from __future__ import annotations
 
+import json
 import statistics
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +49,29 @@ from lemon_train.common import (
     start_run,
     trainer_arguments,
 )
-from lemon_train.credit import credit_matrix, span_advantages, span_share
+from lemon_train.credit import (
+    SpanCredit,
+    credit_matrix,
+    span_advantages,
+    span_share,
+    token_offsets,
+)
 from lemon_train.distributed import barrier
 from lemon_train.rewards import EngineReward, SimulatorV2Reward, SpecReward, SyntheticReward
 
 __all__ = [
+    "CREDIT_FILE",
     "CounterfactualGRPOTrainer",
     "build_trainer",
     "grpo_arguments",
     "load_tasks",
+    "record_credit",
     "run",
 ]
+
+CREDIT_FILE = "credit.jsonl"
+"""Written beside the metrics file: per generation batch, the sampled specs and where their
+counterfactual credit landed (:func:`record_credit`)."""
 
 
 SPAN_TERM = "cf_span_term"
@@ -74,16 +88,38 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
     no credits the advantages stay TRL's own ``(B,)`` tensor.
     """
 
-    def __init__(self, *args: Any, spec_reward: SpecReward, lambda_cf: float, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        spec_reward: SpecReward,
+        lambda_cf: float,
+        credit_path: Path | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.spec_reward = spec_reward
         self.lambda_cf = lambda_cf
+        self.credit_path = credit_path
+        """Where :func:`record_credit` appends each batch's credit (None: not recorded)."""
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output: dict[str, Any] = super()._generate_and_score_completions(inputs)
         advantages: torch.Tensor = output["advantages"]
         mask: torch.Tensor = output["completion_mask"]
         credits = self.spec_reward.take_pending(advantages.shape[0])
+        if self.credit_path is not None:
+            pairs = zip(output["completion_ids"], mask, strict=True)
+            rows = [ids[keep.bool()].tolist() for ids, keep in pairs]
+            tokenizer: Any = self.processing_class
+            rewards = list(getattr(getattr(self.spec_reward, "last", None), "rewards", []))
+            record_credit(
+                self.credit_path,
+                step=self.state.global_step + 1,
+                completions=rows,
+                decode=lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=True)),
+                rewards=rewards if len(rewards) == len(rows) else None,
+                credits=credits,
+            )
         if self.lambda_cf == 0 or not any(credits):
             return output
         credit = credit_matrix(credits, mask.shape[1]).to(advantages.device)
@@ -117,6 +153,66 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         share = span_share(inputs[GLOBAL_ADVANTAGE], term, inputs["completion_mask"], logps)
         self._metrics[mode]["cf/span_share"].append(share)
         return loss
+
+
+def record_credit(
+    path: Path,
+    *,
+    step: int,
+    completions: Sequence[Sequence[int]],
+    decode: Callable[[Sequence[int]], str],
+    rewards: Sequence[float] | None,
+    credits: Sequence[Sequence[SpanCredit]],
+) -> None:
+    """Append one generation batch's counterfactual credit to ``path`` (JSONL), for people to
+    read (``lemon ui`` draws it over the spec's text); training never reads it back.
+
+    One line per batch: ``{"step": N, "samples": [{"completion": TEXT, "reward": R | null,
+    "credit": [{"kind", "agent", "delta", "spans": [[START, END], ...]}]}]}``, a sample per
+    completion in the batch's order. ``spans`` are character ranges of ``TEXT`` (0-based, end
+    exclusive): the decoded characters of the tokens the credit ``delta`` (Δc) was added to,
+    adjacent tokens merged; ``kind`` is the mutation kind (``capacity`` for a field scored at
+    every tier) and ``agent`` the agent whose entry holds the span. ``step`` is the optimiser
+    step the batch trains (as in the metrics file). After a resume a step may appear again:
+    the later lines of a step replace the earlier ones.
+    """
+    from lemon.spec.issues import SpecError
+    from lemon.spec.source import read_document
+
+    samples = []
+    for index, (ids, items) in enumerate(zip(completions, credits, strict=True)):
+        text = decode(ids)
+        offsets = token_offsets(decode, ids) if items else []
+        agents: list[tuple[int, int, str]] = []
+        if items:
+            try:
+                data, source_map, _ = read_document(text, source="<completion>")
+                body = data.get("spec", data) if isinstance(data, dict) else {}
+                base: tuple[str, ...] = ("spec",) if body is not data else ()
+                for i, agent in enumerate(body.get("agents") or []):
+                    start, end = source_map.span((*base, "agents", i))
+                    agents.append((start, end, str(agent.get("name", ""))))
+            except (SpecError, KeyError, AttributeError, TypeError):  # names no agent then
+                agents = []
+        entries = []
+        for item in items:
+            spans: list[list[int]] = []
+            for token in sorted(item.tokens):
+                if token >= len(offsets) or offsets[token][0] == offsets[token][1]:
+                    continue
+                start, end = offsets[token]
+                if spans and spans[-1][1] >= start:
+                    spans[-1][1] = max(spans[-1][1], end)
+                else:
+                    spans.append([start, end])
+            first = spans[0][0] if spans else -1
+            agent = next((name for s, e, name in agents if s <= first < e), "")
+            entries.append({"kind": item.kind, "agent": agent, "delta": item.delta, "spans": spans})
+        reward = rewards[index] if rewards is not None else None
+        samples.append({"completion": text, "reward": reward, "credit": entries})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": step, "samples": samples}, ensure_ascii=False) + "\n")
 
 
 def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
@@ -300,6 +396,7 @@ def build_trainer(
         callbacks=[metrics],
         spec_reward=reward,
         lambda_cf=cf.lambda_cf if cf.enabled else 0.0,
+        credit_path=metrics_path.with_name(CREDIT_FILE) if metrics_path and is_main else None,
     )
     return trainer, metrics, tokenizer
 
