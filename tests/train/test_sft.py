@@ -66,8 +66,11 @@ def test_loss_is_on_completion_tokens_only(write_config: WriteConfig, tmp_path: 
     whole_sequence = torch.nn.functional.cross_entropy(
         shifted.reshape(-1, shifted.size(-1)), every_token.reshape(-1), ignore_index=-100
     )
-    assert loss.item() == pytest.approx(completion_only.item(), rel=1e-4)
-    assert abs(loss.item() - whole_sequence.item()) > 1e-3
+    # a tiny random model predicts nearly uniformly, so the two means lie close together (about
+    # 4e-5 apart here): the trainer's loss must be far closer to the completion-only mean
+    off_completion = abs(loss.item() - completion_only.item())
+    off_whole = abs(loss.item() - whole_sequence.item())
+    assert off_completion < off_whole / 10
 
 
 def test_lemon_train_sft_publishes_a_version(

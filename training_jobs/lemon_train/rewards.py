@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lemon.data.items import Item
 from lemon.learning.simulator import SyntheticTask, evaluate, optimal
 from lemon.learning.training_config import CounterfactualConfig
 from lemon.pricing import resolve_prices
@@ -367,23 +368,6 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
         return simulator_v2.optimal(self._task(row), config=self.rewards)[1]
 
 
-def answer_success(answer: str | None, gold: Any) -> float:
-    """1.0 when the run's answer matches the gold answer (a number, or a letter A-E)."""
-    from lemon.scoring import extract_letter, extract_number, numbers_equal
-
-    if answer is None or gold is None:
-        return 0.0
-    gold_text = str(gold).strip()
-    if len(gold_text) == 1 and gold_text.upper() in "ABCDE":
-        return float(extract_letter(answer, options=tuple("ABCDE")) == gold_text.upper())
-    try:
-        value = float(gold_text.replace(",", ""))
-    except ValueError:
-        return float(answer.strip() == gold_text)
-    number = extract_number(answer)
-    return float(number is not None and numbers_equal(number.value, value))
-
-
 class EngineReward(SpecReward):
     """R_orch by executing each spec on the profile's backends (one shared reuse cache, over
     the persistent call cache unless ``call_cache`` is False or ``$LEMON_CALL_CACHE=off``)."""
@@ -420,55 +404,40 @@ class EngineReward(SpecReward):
             self._backends = wrap_backends(build_backends(self.profile), cache)
         return self._backends
 
-    def item(self, row: Mapping[str, Any]) -> Any:
-        """The shipped benchmark item a row names (``benchmark`` and ``id``), or None: then the
-        row's ``answer`` is the gold answer, compared as a number or a letter."""
+    def item(self, row: Mapping[str, Any]) -> Item:
+        """The item a row poses: the shipped benchmark item it names (``benchmark`` and
+        ``id``), else an item of the row's own ``task`` and gold ``answer``
+        (:func:`lemon.data.items.gold_item`), so both are scored by one rule."""
         from lemon.data import Benchmark
+        from lemon.data.items import gold_item
         from lemon.scoring import item_index
 
         try:
             benchmark = Benchmark(str(row.get("benchmark", "")))
         except ValueError:
-            return None
-        if benchmark.value not in self._items:
-            self._items[benchmark.value] = item_index(benchmark)
-        return self._items[benchmark.value].get(str(row.get("id", "")))
+            benchmark = None
+        if benchmark is not None:
+            if benchmark.value not in self._items:
+                self._items[benchmark.value] = item_index(benchmark)
+            found = self._items[benchmark.value].get(str(row.get("id", "")))
+            if found is not None:
+                return found
+        return gold_item(str(row.get("task", "")), row.get("answer"), id=str(row.get("id", "row")))
 
-    async def _run(self, spec: Any, output: str, row: Mapping[str, Any]) -> Outcome:
-        from lemon.backends.base import Decoding
-        from lemon.engine.executor import ExecutionOptions, execute
-        from lemon.scoring import item_success
-        from lemon.tasks import item_prefills
+    async def _run(self, spec: Spec, output: str, row: Mapping[str, Any]) -> Outcome:
+        from lemon.orchestration import ItemSettings, item_outcome, run_item
 
         item = self.item(row)
-        task = str(row.get("task", ""))
-        result = await execute(
+        result = await run_item(
+            item,
             spec,
-            task=task,
             backends=self._get_backends(),
+            settings=ItemSettings(worker_max_tokens=self.worker_max_tokens),
             output=output,
             cache=self.cache,
-            profile=self.profile.name,
-            options=ExecutionOptions(
-                decoding=Decoding(max_tokens=self.worker_max_tokens),
-                prefill=None if item is None else item_prefills(item),
-            ),
         )
         prices = resolve_prices(self.rewards.tier_prices, profile=self.profile)
-        if result.status != "succeeded":
-            success = 0.0
-        elif item is None:
-            success = answer_success(result.answer, row.get("answer"))
-        else:  # the sandbox blocks; keep the event loop (other rollouts) running
-            success = await asyncio.to_thread(item_success, item, result.answer)
-        return Outcome(
-            valid=True,
-            success=success,
-            worker_tokens=result.prompt_tokens + result.completion_tokens,
-            priced_tokens=prices.priced(result.tokens_by_tier()),
-            agents=len(spec.agents),
-            edges=sum(len(a.depends_on) for a in spec.agents),
-        )
+        return await item_outcome(item, result, spec=spec, prices=prices)
 
     async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
         return await self._run(parsed.spec, parsed.output, row)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Literal
 
@@ -14,6 +15,7 @@ __all__ = [
     "Item",
     "NumericItem",
     "answer_kind",
+    "gold_item",
 ]
 
 
@@ -86,3 +88,28 @@ class CodeItem(_Item):
 
 
 Item = NumericItem | ChoiceItem | CodeItem
+
+
+_CHOICE = re.compile(r"(?m)^\s*\(?([A-E])[\).:]\s+(.+?)\s*$")
+
+
+def gold_item(task: str, answer: object, *, id: str = "row") -> NumericItem | ChoiceItem:
+    """An item for a task that is not a shipped benchmark item but carries its gold answer (a
+    training row's ``answer``), so it is scored by the same rule as benchmark items
+    (:func:`lemon.scoring.item_success`): a number as a maths item, a letter A-E as a
+    multiple-choice item whose options are the task's lettered lines (``(A) ...``)."""
+    text = str(answer).strip()
+    if len(text) == 1 and text.upper() in "ABCDE":
+        found = dict(_CHOICE.findall(task))
+        letters = "ABCDE"[: max(len(found), "ABCDE".index(text.upper()) + 1)]
+        options = tuple(found.get(letter, "") for letter in letters)
+        return ChoiceItem(
+            id=id, benchmark=Benchmark.AQUA, question=task, options=options, answer=text.upper()
+        )
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError:
+        raise ValueError(f"gold answer {text!r} is neither a number nor a letter A-E") from None
+    return NumericItem(
+        id=id, benchmark=Benchmark.GSM8K, question=task, answer=value, answer_text=text
+    )
