@@ -91,7 +91,7 @@ class _Server:
         )
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
-        from lemon_service.client import ClientConfig, LemonClient
+        from lemon_api.client import ClientConfig, LemonClient
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -117,7 +117,7 @@ class _Server:
 
 async def _load(target: str, *, clients: int, per_client: int) -> dict[str, Any]:
     """``clients`` clients (one channel each) send ``per_client`` requests each, back to back."""
-    from lemon_service.client import ClientConfig, LemonClient
+    from lemon_api.client import ClientConfig, LemonClient
 
     overhead: list[float] = []
     e2e: list[float] = []
@@ -169,15 +169,16 @@ async def _load(target: str, *, clients: int, per_client: int) -> dict[str, Any]
 async def _engine_only(profiles: Path, *, clients: int, per_client: int) -> dict[str, Any]:
     """The same runs in-process (run_task, one backend set), ``clients`` at a time."""
     from lemon.capacity import build_backends, close_backends, resolve_profile
-    from lemon.orchestration import run_task
+    from lemon.orchestration import RunTiers, run_task
 
     profile = resolve_profile("bench", files=[profiles])
     backends = build_backends(profile)
+    tiers = RunTiers.of(profile, backends)
     walls: list[float] = []
 
     async def loop() -> None:
         for _ in range(per_client):
-            result = await run_task(TASK, profile=profile, backends=backends)
+            result = await run_task(TASK, tiers=tiers)
             walls.append(result.wall_s)
 
     started = time.perf_counter()

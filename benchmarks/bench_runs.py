@@ -107,7 +107,7 @@ def _wait_http(port: int, process: subprocess.Popen[Any], *, what: str) -> None:
 
 
 async def _health(target: str) -> bool:
-    from lemon_service.client import ClientConfig, LemonClient
+    from lemon_api.client import ClientConfig, LemonClient
 
     try:
         async with LemonClient(ClientConfig(target=target)) as client:
@@ -237,7 +237,7 @@ async def _grpc_burst(target: str, *, count: int, agents: int, tier_url: str) ->
     import yaml
 
     from lemon_api.v1 import orchestrator_pb2 as pb
-    from lemon_service.client import ClientConfig, LemonClient
+    from lemon_api.client import ClientConfig, LemonClient
 
     spec = yaml.safe_dump(_spec(agents), sort_keys=False)
     tiers = [pb.TierEndpoint(tier="small", url=tier_url, model="small")]

@@ -1,4 +1,10 @@
-"""Handlers for ``LemonCapacityProfile``: one InferenceService per tier, readiness in status."""
+"""Handlers for ``LemonCapacityProfile``: one InferenceService per tier, readiness in status.
+
+A reconcile reads the profile afresh under its lock (:func:`lemon_operator.reconciling.
+reconcile`), converges each tier's InferenceService to its manifest (one server-side apply
+where it differs), deletes those of tiers the profile no longer has, and records each tier's
+URL and readiness.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ from pydantic import ValidationError
 
 from lemon.resources import CapacityProfileSpec, CapacityProfileStatus, TierSpec, TierStatus
 from lemon.spec import Capacity
-from lemon_operator import kube, locking, manifests, statuses
+from lemon_operator import kube, locking, manifests, reconciling, statuses
+from lemon_operator.reconciling import Converged, Observed
 
 __all__ = [
     "create_tier",
@@ -27,100 +34,65 @@ log = logging.getLogger(__name__)
 
 def create_tier(
     client: kube.Client, *, namespace: str, profile: str, uid: str, tier: Capacity, spec: TierSpec
-) -> bool:
-    """Create the InferenceService serving ``tier`` of ``profile``; False when it exists."""
+) -> Converged:
+    """Bring up the InferenceService serving ``tier`` of ``profile`` (a spec needs it and the
+    profile's own reconcile has not made it yet)."""
     manifest = manifests.build_inference_service(
         profile, namespace=namespace, uid=uid, tier=tier, spec=spec
     )
-    return client.create(kube.ISVC, body=manifest)
+    return reconciling.converge(client, kube.ISVC, manifest=manifest, current=None)
 
 
-def reconcile_profile(
-    client: kube.Client,
-    *,
-    namespace: str,
-    name: str,
-    uid: str,
-    generation: int,
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
-) -> None:
+def reconcile_profile(client: kube.Client, *, namespace: str, name: str) -> None:
     """Make the profile's InferenceServices match its tiers, then record their readiness."""
-    ref = kube.ObjectRef(kube.PROFILES, namespace, name, uid)
+    reconciling.reconcile(client, kube.PROFILES, namespace=namespace, name=name, handler=_reconcile)
+
+
+def _reconcile(client: kube.Client, profile: Observed) -> None:
     try:
-        profile = CapacityProfileSpec.model_validate(spec)
+        tiers = CapacityProfileSpec.model_validate(profile.spec).tiers()
     except ValidationError as error:
-        message = "; ".join(
-            f"{'.'.join(map(str, issue['loc']))}: {issue['msg']}" for issue in error.errors()
-        )
-        invalid = statuses.condition(
-            "Ready",
-            False,
-            reason="Invalid",
-            message=message,
-            generation=generation,
-            at=statuses.now(),
-        )
+        message = statuses.validation_message(error)
+        invalid = profile.conditions.false("Ready", reason="Invalid", message=message)
+        previous = profile.status.get("conditions") or []
         body = {
-            "observedGeneration": generation,
-            "conditions": statuses.merge_conditions(status.get("conditions") or [], [invalid]),
+            "observedGeneration": profile.generation,
+            "conditions": statuses.merge_conditions(previous, [invalid]),
         }
-        client.patch_status(kube.PROFILES, namespace=namespace, name=name, status=body)
-        client.emit_event(ref, reason="Invalid", message=message, warning=True)
+        client.patch_status(kube.PROFILES, namespace=profile.namespace, name=profile.name,
+                            status=body)  # fmt: skip
+        client.emit_event(profile.ref, reason="Invalid", message=message, warning=True)
         return
-    tiers = profile.tiers()
-    wanted = {
-        manifests.inference_service_name(name, tier): (
-            tier,
-            manifests.build_inference_service(
-                name, namespace=namespace, uid=uid, tier=tier, spec=tier_spec
-            ),
-        )
-        for tier, tier_spec in tiers.items()
-    }
     existing = {
         item["metadata"]["name"]: item
         for item in client.list(
-            kube.ISVC, namespace=namespace, labels=manifests.owned_selector(name)
+            kube.ISVC, namespace=profile.namespace, labels=manifests.owned_selector(profile.name)
         )
     }
-    for isvc_name, (tier, manifest) in wanted.items():
-        current = existing.get(isvc_name)
-        if current is None:
-            created = create_tier(
-                client, namespace=namespace, profile=name, uid=uid, tier=tier, spec=tiers[tier]
-            )
-            if created:
-                log.info("%s/%s: created InferenceService %s", namespace, name, isvc_name)
-                client.emit_event(ref, reason="Created", message=f"InferenceService {isvc_name}")
-            continue
-        stale_spec = current.get("spec") != manifest["spec"]
-        stale_meta = _metadata_differs(current, manifest)
-        if stale_spec:
-            client.replace_spec(
-                kube.ISVC, namespace=namespace, name=isvc_name, spec=manifest["spec"]
-            )
-        if stale_meta:
-            metadata = {key: manifest["metadata"][key] for key in ("labels", "annotations")}
-            client.patch(
-                kube.ISVC, namespace=namespace, name=isvc_name, patch={"metadata": metadata}
-            )
-        if stale_spec or stale_meta:
-            log.info("%s/%s: updated InferenceService %s", namespace, name, isvc_name)
-    for isvc_name in existing.keys() - wanted.keys():
-        client.delete(kube.ISVC, namespace=namespace, name=isvc_name)
-        log.info("%s/%s: deleted InferenceService %s (tier removed)", namespace, name, isvc_name)
+    wanted = set()
+    for tier, spec in tiers.items():
+        manifest = manifests.build_inference_service(
+            profile.name, namespace=profile.namespace, uid=profile.uid, tier=tier, spec=spec
+        )
+        isvc = manifest["metadata"]["name"]
+        wanted.add(isvc)
+        done = reconciling.converge(
+            client, kube.ISVC, manifest=manifest, current=existing.get(isvc)
+        )
+        if done is not Converged.UNCHANGED:
+            log.info("%s: %s InferenceService %s", profile.label, done.value, isvc)
+        if done is Converged.CREATED:
+            client.emit_event(profile.ref, reason="Created", message=f"InferenceService {isvc}")
+    for isvc in existing.keys() - wanted:
+        client.delete(kube.ISVC, namespace=profile.namespace, name=isvc)
+        log.info("%s: deleted InferenceService %s (tier removed)", profile.label, isvc)
     refresh_profile_status(
-        client, namespace=namespace, name=name, generation=generation, status=status
+        client,
+        namespace=profile.namespace,
+        name=profile.name,
+        generation=profile.generation,
+        status=profile.status,
     )
-
-
-def _metadata_differs(current: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
-    for key in ("labels", "annotations"):
-        have = current.get("metadata", {}).get(key) or {}
-        if any(have.get(k) != v for k, v in manifest["metadata"][key].items()):
-            return True
-    return False
 
 
 def owned_inference_services(
@@ -159,21 +131,18 @@ def refresh_profile_status(
     """Record each tier's URL and readiness, and the profile's Ready condition."""
     tiers = tier_statuses(client, namespace=namespace, name=name)
     waiting = [tier.tier.value for tier in tiers if not tier.ready]
-    ready = statuses.condition(
+    made = statuses.Conditions(generation, statuses.now())
+    ready = made.of(
         "Ready",
         bool(tiers) and not waiting,
         reason="TiersReady" if tiers and not waiting else "TiersNotReady",
         message=f"waiting for {', '.join(waiting)}" if waiting else "every tier is ready",
-        generation=generation,
-        at=statuses.now(),
     )
     body = CapacityProfileStatus(
         observed_generation=generation,
         tiers=tiers,
     ).model_dump(by_alias=True, mode="json", exclude_none=True)
     body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], [ready])
-    if generation is None:
-        body.pop("observedGeneration", None)
     if all(status.get(key) == value for key, value in body.items()):
         return
     client.patch_status(kube.PROFILES, namespace=namespace, name=name, status=body)
@@ -189,15 +158,16 @@ def delete_profile(client: kube.Client, *, namespace: str, name: str) -> None:
 
 
 def refresh_profile(client: kube.Client, *, namespace: str, name: str) -> None:
-    """Re-read the profile and refresh its status (an InferenceService of it changed)."""
-    found = client.get(kube.PROFILES, namespace=namespace, name=name)
-    if found is None or not locking.live(found):
-        return
-    status = found.get("status") or {}
-    refresh_profile_status(
-        client,
-        namespace=namespace,
-        name=name,
-        generation=status.get("observedGeneration"),
-        status=status,
-    )
+    """Re-read the profile (under its lock) and refresh its status (an InferenceService of it
+    changed)."""
+    with locking.latest(client, kube.PROFILES, namespace=namespace, name=name) as found:
+        if found is None:
+            return
+        status = found.get("status") or {}
+        refresh_profile_status(
+            client,
+            namespace=namespace,
+            name=name,
+            generation=status.get("observedGeneration"),
+            status=status,
+        )

@@ -8,8 +8,11 @@ changes), merge patches (RFC 7386: ``null`` deletes a key), a status that only t
 subresource writes, and deletion that waits for finalizers (``deletionTimestamp``). Label
 selectors are equality lists (``k=v,k2=v2``), the only form the operator uses.
 
-Not modelled: admission, schema validation, watches, garbage collection through owner
-references. The k8s test tier runs the same handlers against a real kube-apiserver.
+Server-side apply (:meth:`FakeClient.apply`) is modelled for one field manager, the operator,
+owning what it applies: the applied ``spec`` replaces the stored one, applied labels,
+annotations and owner references are merged in. Not modelled: other managers' fields,
+admission, schema validation, watches, garbage collection through owner references. The k8s
+test tier runs the same handlers against a real kube-apiserver.
 """
 
 from __future__ import annotations
@@ -92,6 +95,19 @@ class FakeClient:
         found["status"] = copy.deepcopy(dict(status))
         self._touch(found)
 
+    def replace_spec(
+        self, resource: Resource, *, namespace: str, name: str, spec: Mapping[str, Any]
+    ) -> bool:
+        """Replace ``spec`` wholesale, as ``kubectl replace`` or an edit would."""
+        found = self.objects.get((resource.plural, namespace, name))
+        if found is None:
+            return False
+        if found.get("spec") != spec:
+            found["spec"] = copy.deepcopy(dict(spec))
+            found["metadata"]["generation"] += 1
+            self._touch(found)
+        return True
+
     def stored(self, resource: Resource, *, namespace: str, name: str) -> Body | None:
         """The object as stored (not a copy), or None."""
         return self.objects.get((resource.plural, namespace, name))
@@ -123,6 +139,27 @@ class FakeClient:
         self.objects[key] = stored
         self.writes += 1
         return True
+
+    def apply(self, resource: Resource, *, body: Mapping[str, Any]) -> Body:
+        key = self._key(resource, body)
+        found = self.objects.get(key)
+        if found is None:
+            self.create(resource, body=body)
+            return copy.deepcopy(self.objects[key])
+        metadata = {
+            field: body["metadata"][field]
+            for field in ("labels", "annotations", "ownerReferences")
+            if field in body["metadata"]
+        }
+        merged = merge_patch(found, {"metadata": metadata})
+        merged["spec"] = copy.deepcopy(body.get("spec"))
+        if merged != found:
+            if merged["spec"] != found.get("spec"):
+                merged["metadata"]["generation"] = found["metadata"]["generation"] + 1
+            found.clear()
+            found.update(merged)
+            self._touch(found)
+        return copy.deepcopy(found)
 
     def patch(
         self, resource: Resource, *, namespace: str, name: str, patch: Mapping[str, Any]
@@ -162,18 +199,6 @@ class FakeClient:
 
     def list_pods(self, *, namespace: str, labels: str) -> Bodies:
         return self.list(_PODS, namespace=namespace, labels=labels)
-
-    def replace_spec(
-        self, resource: Resource, *, namespace: str, name: str, spec: Mapping[str, Any]
-    ) -> bool:
-        found = self.objects.get((resource.plural, namespace, name))
-        if found is None:
-            return False
-        if found.get("spec") != spec:
-            found["spec"] = copy.deepcopy(dict(spec))
-            found["metadata"]["generation"] += 1
-            self._touch(found)
-        return True
 
     def patch_status(
         self, resource: Resource, *, namespace: str, name: str, status: Mapping[str, Any]

@@ -4,15 +4,18 @@
 official ``kubernetes`` client (synchronous; kopf runs sync handlers in threads), and
 :class:`lemon_operator.fake_kube.FakeClient` in memory, for unit tests of the handlers.
 ``Conflict`` (409) and ``NotFound`` (404) are turned into outcomes the handlers can reason
-about; any other API error propagates and kopf retries the handler.
+about, in one place (:func:`_tolerating`); any other API error propagates and kopf retries the
+handler. Owned objects are written with server-side apply (:meth:`Client.apply`, field manager
+:data:`FIELD_MANAGER`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
@@ -23,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from lemon.resources.crds import GROUP, PLURALS, VERSION
 
 __all__ = [
+    "FIELD_MANAGER",
     "ISVC",
     "POLICIES",
     "PROFILES",
@@ -71,6 +75,8 @@ Bodies = list[Body]  # spelled once here: inside Client, ``list`` is a method
 # loudly at the write, with the field's path.
 _STRICT = "Strict"
 PatchOutcome = Literal["patched", "conflict", "gone"]
+FIELD_MANAGER = "lemon-operator"
+"""Who owns the fields the operator applies (``metadata.managedFields``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,12 @@ class Client(Protocol):
 
     def create(self, resource: Resource, *, body: Mapping[str, Any]) -> bool:
         """Create ``body``; False when an object of that name already exists (409)."""
+        ...
+
+    def apply(self, resource: Resource, *, body: Mapping[str, Any]) -> Body:
+        """Server-side apply ``body`` (a full manifest) as :data:`FIELD_MANAGER`, taking over
+        conflicting fields: created if absent, else its managed fields made to match (one the
+        manifest no longer sets is removed). The object as stored afterwards."""
         ...
 
     def patch(
@@ -127,12 +139,6 @@ class Client(Protocol):
 
     def list_pods(self, *, namespace: str, labels: str) -> Bodies:
         """The pods matching ``labels``, as plain JSON objects (camelCase keys)."""
-        ...
-
-    def replace_spec(
-        self, resource: Resource, *, namespace: str, name: str, spec: Mapping[str, Any]
-    ) -> bool:
-        """Replace ``spec`` wholesale; False when the object is gone."""
         ...
 
     def patch_status(
@@ -167,8 +173,31 @@ def connect(*, kubeconfig: Path | None = None, pool_size: int = 32) -> RestClien
     return RestClient(client.ApiClient(configuration))
 
 
-def _status_code(error: ApiException) -> int:
-    return int(error.status or 0)
+class _Answer:
+    """What a tolerated call came to: ``status`` None when it succeeded, else the tolerated
+    HTTP status it failed with."""
+
+    status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is None
+
+
+@contextlib.contextmanager
+def _tolerating(*statuses: int) -> Iterator[_Answer]:
+    """Run the block; an ``ApiException`` with one of ``statuses`` (404 gone, 409 taken or
+    changed) is an answer, any other error propagates."""
+    answer = _Answer()
+    try:
+        yield answer
+    except ApiException as error:
+        if int(error.status or 0) not in statuses:
+            raise
+        answer.status = int(error.status or 0)
+
+
+_GONE, _TAKEN = 404, 409
 
 
 class RestClient:
@@ -180,17 +209,14 @@ class RestClient:
 
     def get(self, resource: Resource, *, namespace: str, name: str) -> Body | None:
         """The object, or None when it does not exist."""
-        try:
+        found: Body | None = None
+        with _tolerating(_GONE):
             found = cast(
                 Body,
                 self._custom.get_namespaced_custom_object(
                     resource.group, resource.version, namespace, resource.plural, name
                 ),
             )
-        except ApiException as error:
-            if _status_code(error) == 404:
-                return None
-            raise
         return found
 
     def list(self, resource: Resource, *, namespace: str, labels: str | None = None) -> list[Body]:
@@ -206,27 +232,39 @@ class RestClient:
 
     def create(self, resource: Resource, *, body: Mapping[str, Any]) -> bool:
         """Create ``body``; False when an object of that name already exists (409)."""
-        namespace = body["metadata"]["namespace"]
-        try:
+        with _tolerating(_TAKEN) as answer:
             self._custom.create_namespaced_custom_object(
                 resource.group,
                 resource.version,
-                namespace,
+                body["metadata"]["namespace"],
                 resource.plural,
                 dict(body),
                 field_validation=_STRICT,
             )
-        except ApiException as error:
-            if _status_code(error) == 409:
-                return False
-            raise
-        return True
+        return answer.ok
+
+    def apply(self, resource: Resource, *, body: Mapping[str, Any]) -> Body:
+        """Server-side apply (``application/apply-patch+yaml``; JSON is YAML), forced."""
+        metadata = body["metadata"]
+        applied = self._custom.patch_namespaced_custom_object(
+            resource.group,
+            resource.version,
+            metadata["namespace"],
+            resource.plural,
+            metadata["name"],
+            dict(body),
+            field_manager=FIELD_MANAGER,
+            force=True,
+            field_validation=_STRICT,
+            _content_type="application/apply-patch+yaml",
+        )
+        return cast(Body, applied)
 
     def patch(
         self, resource: Resource, *, namespace: str, name: str, patch: Mapping[str, Any]
     ) -> bool:
         """Merge-patch the object; False when it is gone."""
-        try:
+        with _tolerating(_GONE) as answer:
             self._custom.patch_namespaced_custom_object(
                 resource.group,
                 resource.version,
@@ -236,11 +274,7 @@ class RestClient:
                 dict(patch),
                 field_validation=_STRICT,
             )
-        except ApiException as error:
-            if _status_code(error) == 404:
-                return False
-            raise
-        return True
+        return answer.ok
 
     def patch_unless_changed(
         self,
@@ -257,7 +291,7 @@ class RestClient:
             **patch,
             "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version},
         }
-        try:
+        with _tolerating(_GONE, _TAKEN) as answer:
             self._custom.patch_namespaced_custom_object(
                 resource.group,
                 resource.version,
@@ -267,35 +301,26 @@ class RestClient:
                 guarded,
                 field_validation=_STRICT,
             )
-        except ApiException as error:
-            if _status_code(error) == 404:
-                return "gone"
-            if _status_code(error) == 409:
-                return "conflict"
-            raise
-        return "patched"
+        outcomes: dict[int | None, PatchOutcome] = {
+            None: "patched",
+            _GONE: "gone",
+            _TAKEN: "conflict",
+        }
+        return outcomes[answer.status]
 
     def create_config_map(self, *, body: Mapping[str, Any]) -> bool:
         """Create a ConfigMap; False when one of that name already exists (409)."""
-        try:
+        with _tolerating(_TAKEN) as answer:
             self._core.create_namespaced_config_map(
                 body["metadata"]["namespace"], cast(Any, dict(body)), field_validation=_STRICT
             )
-        except ApiException as error:
-            if _status_code(error) == 409:
-                return False
-            raise
-        return True
+        return answer.ok
 
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         """Delete a ConfigMap; False when it was already gone."""
-        try:
+        with _tolerating(_GONE) as answer:
             self._core.delete_namespaced_config_map(name, namespace)
-        except ApiException as error:
-            if _status_code(error) == 404:
-                return False
-            raise
-        return True
+        return answer.ok
 
     def list_pods(self, *, namespace: str, labels: str) -> Bodies:
         """The pods matching ``labels``, as plain JSON objects (camelCase keys)."""
@@ -303,34 +328,11 @@ class RestClient:
         items: Bodies = self._core.api_client.sanitize_for_serialization(answer.items)
         return items
 
-    def replace_spec(
-        self, resource: Resource, *, namespace: str, name: str, spec: Mapping[str, Any]
-    ) -> bool:
-        """Replace ``spec`` wholesale (a JSON Patch, so keys the new spec lacks go away, which a
-        merge patch would keep); False when the object is gone."""
-        operations = [{"op": "replace", "path": "/spec", "value": dict(spec)}]
-        try:
-            self._custom.patch_namespaced_custom_object(
-                resource.group,
-                resource.version,
-                namespace,
-                resource.plural,
-                name,
-                operations,
-                field_validation=_STRICT,
-                _content_type="application/json-patch+json",
-            )
-        except ApiException as error:
-            if _status_code(error) == 404:
-                return False
-            raise
-        return True
-
     def patch_status(
         self, resource: Resource, *, namespace: str, name: str, status: Mapping[str, Any]
     ) -> bool:
         """Merge-patch the status subresource; False when the object is gone."""
-        try:
+        with _tolerating(_GONE) as answer:
             self._custom.patch_namespaced_custom_object_status(
                 resource.group,
                 resource.version,
@@ -340,23 +342,15 @@ class RestClient:
                 {"status": dict(status)},
                 field_validation=_STRICT,
             )
-        except ApiException as error:
-            if _status_code(error) == 404:
-                return False
-            raise
-        return True
+        return answer.ok
 
     def delete(self, resource: Resource, *, namespace: str, name: str) -> bool:
         """Delete the object; False when it was already gone."""
-        try:
+        with _tolerating(_GONE) as answer:
             self._custom.delete_namespaced_custom_object(
                 resource.group, resource.version, namespace, resource.plural, name
             )
-        except ApiException as error:
-            if _status_code(error) == 404:
-                return False
-            raise
-        return True
+        return answer.ok
 
     def emit_event(
         self, ref: ObjectRef, *, reason: str, message: str, warning: bool = False

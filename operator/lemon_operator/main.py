@@ -1,7 +1,7 @@
 """The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
 typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.capacity_profiles`,
 :mod:`~lemon_operator.trainings`, :mod:`~lemon_operator.policies` or
-:mod:`~lemon_operator.runs`.
+:mod:`~lemon_operator.lemon_runs`.
 
 Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
 """
@@ -22,11 +22,11 @@ from lemon.spec import Capacity
 from lemon_operator import (
     capacity_profiles,
     kube,
+    lemon_runs,
     manifests,
     metrics,
-    orchestration,
     policies,
-    runs,
+    service,
     specs,
     statuses,
     trainings,
@@ -51,7 +51,7 @@ MANAGED = {"app.kubernetes.io/managed-by": manifests.MANAGED_BY}
 BACKOFF = 2.0
 
 _clients: list[kube.Client] = []
-_services: list[orchestration.Orchestrator] = []
+_services: list[service.Service] = []
 
 
 def _client() -> kube.Client:
@@ -60,13 +60,13 @@ def _client() -> kube.Client:
     return _clients[0]
 
 
-def _service() -> orchestration.Orchestrator | None:
+def _service() -> service.Service | None:
     """The orchestration service's client (None: LEMON_SERVICE_TARGET is not set)."""
     if not _services:
-        settings = orchestration.ServiceSettings.from_env()
-        if settings is None:
+        config = service.client_config()
+        if config is None:
             return None
-        _services.append(orchestration.Orchestrator(settings))
+        _services.append(service.Service(config))
     return _services[0]
 
 
@@ -90,9 +90,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     if port is not None:
         logging.getLogger(__name__).info("metrics at http://0.0.0.0:%d/metrics", port)
     _client()
-    service = _service()
+    runs_to = _service()
     logging.getLogger(__name__).info(
-        "LemonRuns go to %s", service.target if service else "no service (LEMON_SERVICE_TARGET)"
+        "LemonRuns go to %s", runs_to.target if runs_to else "no service (LEMON_SERVICE_TARGET)"
     )
 
 
@@ -115,25 +115,9 @@ def spec_changed(namespace: str | None, name: str | None, **_: Any) -> None:
 @kopf.on.create(*PROFILE, backoff=BACKOFF)
 @kopf.on.update(*PROFILE, field="spec", backoff=BACKOFF)
 @metrics.reconciled("LemonCapacityProfile")
-def profile_changed(
-    namespace: str | None,
-    name: str | None,
-    uid: str | None,
-    meta: kopf.Meta,
-    spec: kopf.Spec,
-    status: kopf.Status,
-    **_: Any,
-) -> None:
+def profile_changed(namespace: str | None, name: str | None, **_: Any) -> None:
     namespace, name = _named(namespace, name)
-    capacity_profiles.reconcile_profile(
-        _client(),
-        namespace=namespace,
-        name=name,
-        uid=str(uid),
-        generation=int(meta.get("generation", 1)),
-        spec=dict(spec),
-        status=dict(status),
-    )
+    capacity_profiles.reconcile_profile(_client(), namespace=namespace, name=name)
     specs.reconcile_specs_of_profile(_client(), namespace=namespace, profile=name)
 
 
@@ -260,8 +244,8 @@ async def run_daemon(
     profile_index: kopf.Index[tuple[str, str], dict[str, Any]] | None = None,
     **_: Any,
 ) -> None:
-    """A run's life (:mod:`lemon_operator.runs`); then it waits, so that deleting the run (which
-    stops it, behind the finalizer) can cancel it on the service and delete its trace."""
+    """A run's life (:mod:`lemon_operator.lemon_runs`); then it waits, so that deleting the run
+    (which stops it, behind the finalizer) can cancel it on the service and delete its trace."""
     namespace, name = _named(namespace, name)
     assert profile_index is not None  # kopf passes every index to every handler
     try:
@@ -289,12 +273,12 @@ async def _drive_run(
     def profile_of(profile: str) -> dict[str, Any] | None:
         return next(iter(profile_index.get((namespace, profile), [])), None)
 
-    await runs.drive_run(_client(), _service(), body=body, profile_of=profile_of)
+    await lemon_runs.drive_run(_client(), _service(), body=body, profile_of=profile_of)
 
 
 @metrics.reconciled("LemonRun")
 async def _run_deleted(*, namespace: str, name: str, uid: str, status: dict[str, Any]) -> None:
-    await runs.delete_run(
+    await lemon_runs.delete_run(
         _client(), _service(), namespace=namespace, name=name, uid=uid, status=status
     )
 

@@ -3,7 +3,8 @@ publish the versions trainings produce.
 
 The served version runs on the policy's own InferenceService (``<policy>-policy``). A reconcile
 reads the policy and that InferenceService afresh and makes the latter serve ``servedVersion``
-(replacing its spec when the version changed: KServe rolls it out); status says which version the
+(:func:`lemon_operator.reconciling.converge`: one server-side apply when the version or the
+serving settings changed, and KServe rolls it out); status says which version the
 InferenceService carries and whether KServe reports it Ready for that spec. Rollback is setting
 an older ``servedVersion``: the same path.
 
@@ -28,7 +29,8 @@ from lemon.resources.lemon_policy import (
     PolicySpec,
     PolicyVersionEntry,
 )
-from lemon_operator import kube, locking, manifests, statuses
+from lemon_operator import kube, locking, manifests, reconciling, statuses
+from lemon_operator.reconciling import Converged, Observed
 
 __all__ = ["Publication", "delete_policy", "publish", "reconcile_policy"]
 
@@ -111,90 +113,74 @@ def publish(
 
 def reconcile_policy(client: kube.Client, *, namespace: str, name: str) -> None:
     """Serve ``servedVersion`` on the policy's InferenceService and record its state."""
-    with locking.latest(client, kube.POLICIES, namespace=namespace, name=name) as found:
-        if found is not None:
-            _reconcile(client, found)
+    reconciling.reconcile(client, kube.POLICIES, namespace=namespace, name=name, handler=_reconcile)
 
 
-def _reconcile(client: kube.Client, found: Mapping[str, Any]) -> None:
-    metadata = found["metadata"]
-    namespace, name, uid = metadata["namespace"], metadata["name"], metadata["uid"]
-    generation = int(metadata.get("generation", 1))
-    status: Mapping[str, Any] = found.get("status") or {}
-    ref = kube.ObjectRef(kube.POLICIES, namespace, name, uid)
-    at = statuses.now()
-
-    def ready(ok: bool, reason: str, message: str) -> Condition:
-        return statuses.condition(
-            "Ready", ok, reason=reason, message=message, generation=generation, at=at
-        )
-
+def _reconcile(client: kube.Client, policy: Observed) -> None:
+    made = policy.conditions
     try:
-        spec = PolicySpec.model_validate(found.get("spec") or {})
+        spec = PolicySpec.model_validate(policy.spec)
     except ValidationError as error:
-        message = "; ".join(
-            f"{'.'.join(map(str, issue['loc']))}: {issue['msg']}" for issue in error.errors()
-        )
-        new = LemonPolicyStatus(observed_generation=generation)
-        _record(client, ref, status=status, new=new, ready=ready(False, "Invalid", message))
+        invalid = made.false("Ready", reason="Invalid", message=statuses.validation_message(error))
+        new = LemonPolicyStatus(observed_generation=policy.generation)
+        _record(client, policy, new=new, ready=invalid)
         return
-    isvc_name = manifests.policy_inference_service_name(name)
-    current = client.get(kube.ISVC, namespace=namespace, name=isvc_name)
+    isvc_name = manifests.policy_inference_service_name(policy.name)
+    current = client.get(kube.ISVC, namespace=policy.namespace, name=isvc_name)
     owned = (
         current is not None
-        and (current["metadata"].get("labels") or {}).get(manifests.POLICY_LABEL) == name
+        and (current["metadata"].get("labels") or {}).get(manifests.POLICY_LABEL) == policy.name
     )
     entry = spec.version(spec.served_version) if spec.served_version else None
+    idle = LemonPolicyStatus(
+        observed_generation=policy.generation, version_count=len(spec.versions)
+    )
     if entry is None:
         if current is not None and owned:
-            client.delete(kube.ISVC, namespace=namespace, name=isvc_name)
-            log.info("%s/%s: deleted %s (nothing to serve)", namespace, name, isvc_name)
-        new = LemonPolicyStatus(observed_generation=generation, version_count=len(spec.versions))
-        condition = ready(False, "NoServedVersion", "servedVersion is not set")
-        _record(client, ref, status=status, new=new, ready=condition)
+            client.delete(kube.ISVC, namespace=policy.namespace, name=isvc_name)
+            log.info("%s: deleted %s (nothing to serve)", policy.label, isvc_name)
+        unset = made.false("Ready", reason="NoServedVersion", message="servedVersion is not set")
+        _record(client, policy, new=idle, ready=unset)
         return
-    manifest = manifests.build_policy_inference_service(
-        name, namespace=namespace, uid=uid, version=entry, serving=spec.serving
-    )
+    if current is not None and not owned:
+        taken = f"InferenceService {isvc_name} exists and is not this policy's"
+        _record(
+            client, policy, new=idle, ready=made.false("Ready", reason="NameTaken", message=taken)
+        )
+        return
     before = None if current is None else _annotated_version(current)
-    changed = True
-    if current is None:
-        client.create(kube.ISVC, body=manifest)
-        client.emit_event(ref, reason="Serving", message=f"version {entry.name} on {isvc_name}")
-    elif not owned:
-        new = LemonPolicyStatus(observed_generation=generation, version_count=len(spec.versions))
-        condition = ready(
-            False, "NameTaken", f"InferenceService {isvc_name} exists and is not this policy's"
-        )
-        _record(client, ref, status=status, new=new, ready=condition)
-        return
-    elif current.get("spec") != manifest["spec"] or before != entry.name:
-        client.replace_spec(kube.ISVC, namespace=namespace, name=isvc_name, spec=manifest["spec"])
-        metadata_patch = {key: manifest["metadata"][key] for key in ("labels", "annotations")}
-        client.patch(
-            kube.ISVC, namespace=namespace, name=isvc_name, patch={"metadata": metadata_patch}
-        )
+    manifest = manifests.build_policy_inference_service(
+        policy.name, namespace=policy.namespace, uid=policy.uid, version=entry, serving=spec.serving
+    )
+    done = reconciling.converge(client, kube.ISVC, manifest=manifest, current=current)
+    if done is Converged.CREATED:
         client.emit_event(
-            ref, reason="Rolled", message=f"{isvc_name}: version {before} -> {entry.name}"
+            policy.ref, reason="Serving", message=f"version {entry.name} on {isvc_name}"
         )
-        log.info("%s/%s: rolled %s from %s to %s", namespace, name, isvc_name, before, entry.name)
-    else:
-        changed = False
-    up, url = (False, None) if changed or current is None else _serving(current)
+    elif done is Converged.UPDATED:
+        client.emit_event(
+            policy.ref, reason="Rolled", message=f"{isvc_name}: version {before} -> {entry.name}"
+        )
+        log.info("%s: rolled %s from %s to %s", policy.label, isvc_name, before, entry.name)
+    up, url = (
+        (False, None) if done is not Converged.UNCHANGED or current is None else _serving(current)
+    )
     new = LemonPolicyStatus(
-        observed_generation=generation,
+        observed_generation=policy.generation,
         served_version=entry.name,
         version_count=len(spec.versions),
         inference_service=isvc_name,
         url=url,
         ready=up,
     )
-    condition = (
-        ready(True, "Ready", f"version {entry.name} is served")
+    ready = (
+        made.true("Ready", reason="Ready", message=f"version {entry.name} is served")
         if up
-        else ready(False, "Rolling", f"waiting for {isvc_name} to serve {entry.name}")
+        else made.false(
+            "Ready", reason="Rolling", message=f"waiting for {isvc_name} to serve {entry.name}"
+        )
     )
-    _record(client, ref, status=status, new=new, ready=condition)
+    _record(client, policy, new=new, ready=ready)
 
 
 def _annotated_version(isvc: Mapping[str, Any]) -> str | None:
@@ -215,13 +201,9 @@ def _serving(isvc: Mapping[str, Any]) -> tuple[bool, str | None]:
 
 
 def _record(
-    client: kube.Client,
-    ref: kube.ObjectRef,
-    *,
-    status: Mapping[str, Any],
-    new: LemonPolicyStatus,
-    ready: Condition,
+    client: kube.Client, policy: Observed, *, new: LemonPolicyStatus, ready: Condition
 ) -> None:
+    ref, status = policy.ref, policy.status
     body = new.model_dump(by_alias=True, mode="json", exclude_none=True)
     body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], [ready])
     for key in ("servedVersion", "inferenceService", "url"):

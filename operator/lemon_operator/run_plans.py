@@ -4,8 +4,11 @@ reads are handed in).
 The spec comes from the run (inline), a LemonSpec (``specRef``) or a LemonPolicy's served
 version (``policyRef``); the tiers from the capacity profile's status (the run's ``profile``,
 else the referenced LemonSpec's, else ``default``), each at KServe's OpenAI path. A run whose
-inputs are missing or not ready waits (:class:`Waiting`, a Pending reason); one that can never
-run (an invalid inline spec) is :class:`Refused`.
+inputs are missing or not ready waits (:class:`Waiting`, a Pending reason); one that cannot run
+as it is (an invalid inline spec; a spec on a tier its profile does not serve) is
+:class:`Refused`. A tier the profile does not serve is never waited for and never borrowed:
+for a given spec the run fails at once (``TierNotInProfile``); for a policy, which may write any
+team, the service fails the agents on such a tier (failure kind ``tier_unavailable``).
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from lemon.pricing import TierPrices
 from lemon.resources import CapacityProfileSpec, TierStatus
 from lemon.resources.lemon_run import (
     KSERVE_OPENAI_PATH,
     LemonRunSpec,
+    TierEndpoint,
     needed_tiers,
     tier_endpoint,
 )
@@ -44,7 +49,7 @@ class Waiting:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """Never startable (an invalid inline spec)."""
+    """Never startable (an invalid inline spec, a tier the profile does not serve)."""
 
     reason: str
     message: str
@@ -54,7 +59,8 @@ class Refused:
 class Ready:
     order: RunOrder
     profile: str
-    prices: dict[str, float] = field(default_factory=dict)
+    prices: TierPrices = field(default_factory=lambda: TierPrices.as_given({}))
+    """The profile's ``costPerToken`` of each tier (dollars)."""
 
 
 def referenced(body: Body) -> tuple[Literal["LemonSpec", "LemonPolicy"], str] | None:
@@ -79,21 +85,53 @@ def _origin(namespace: str, name: str, metadata: Body) -> str:
     return f"LemonRun {namespace}/{name} (inline spec)"
 
 
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """Where a run's spec comes from: its origin in words, its text (None: a policy writes
+    it), the policy, the tiers it needs (None: any of the profile's) and the profile it names."""
+
+    origin: str
+    text: str | None = None
+    policy: PolicyTarget | None = None
+    needed: list[Capacity] | None = None
+    profile: str | None = None
+
+
 def plan_run(
     body: Body, *, source: Body | None, profile_of: Callable[[str], Body | None]
 ) -> Ready | Waiting | Refused:
     """The run's order for the service. ``source`` is the object :func:`referenced` names (None
     when it does not exist or the spec is inline); ``profile_of`` finds a capacity profile."""
     metadata = body["metadata"]
-    namespace, name = metadata["namespace"], metadata["name"]
     try:
         run = LemonRunSpec.model_validate(body.get("spec") or {})
     except ValidationError as error:
         return Refused("Invalid", "; ".join(issue["msg"] for issue in error.errors()))
-    profile = run.profile
-    text = None
-    policy = None
-    needed: list[Capacity] | None = None
+    spec = _spec_source(run, metadata=metadata, source=source)
+    if not isinstance(spec, _Source):
+        return spec
+    profile = run.profile or spec.profile or specs.DEFAULT_PROFILE
+    tiers = profile_tiers(profile_of(profile), profile=profile, needed=spec.needed)
+    if not isinstance(tiers, tuple):
+        return tiers
+    endpoints, prices = tiers
+    order = RunOrder(
+        run_id=metadata["uid"],
+        source=spec.origin,
+        task=run.task,
+        tiers=endpoints,
+        spec=spec.text,
+        policy=spec.policy,
+        max_tokens=run.max_tokens or 0,
+        deadline_s=float(run.deadline_seconds or 0),
+    )
+    return Ready(order, profile, prices)
+
+
+def _spec_source(
+    run: LemonRunSpec, *, metadata: Body, source: Body | None
+) -> _Source | Waiting | Refused:
+    namespace, name = metadata["namespace"], metadata["name"]
     if run.spec is not None:
         origin = _origin(namespace, name, metadata)
         # JSON is YAML, and much quicker to write; positions in it mean nothing to the user,
@@ -104,7 +142,8 @@ def plan_run(
         except SpecError as error:
             messages = "; ".join(issue.message for issue in error.issues)
             return Refused("SpecInvalid", f"the inline spec is invalid: {messages}")
-    elif run.spec_ref is not None:
+        return _Source(origin, text, needed=needed)
+    if run.spec_ref is not None:
         ref = run.spec_ref.name
         if not locking.live(source):
             return Waiting("SpecNotFound", f"no LemonSpec {ref} in {namespace}")
@@ -115,55 +154,44 @@ def plan_run(
             needed = needed_tiers(parse_spec(text, source=origin).spec)
         except SpecError as error:
             return Waiting("SpecInvalid", f"LemonSpec {ref} is invalid: {_errors(error)}")
-        profile = profile or (source.get("spec") or {}).get("profile")
-    else:
-        assert run.policy_ref is not None  # exactly one source: LemonRunSpec checked it
-        ref = run.policy_ref.name
-        if not locking.live(source):
-            return Waiting("PolicyNotFound", f"no LemonPolicy {ref} in {namespace}")
-        served = source.get("status") or {}
-        if not served.get("ready") or not served.get("url") or not served.get("servedVersion"):
-            return Waiting("PolicyNotReady", f"LemonPolicy {ref} serves no ready version yet")
-        origin = f"LemonPolicy {namespace}/{ref}@{served['servedVersion']}"
-        policy = PolicyTarget(
-            url=str(served["url"]).rstrip("/") + KSERVE_OPENAI_PATH,
-            model=ref,  # the operator serves a policy under its own name (--model_name)
-            name=origin,
+        return _Source(
+            origin, text, needed=needed, profile=(source.get("spec") or {}).get("profile")
         )
-    profile = profile or specs.DEFAULT_PROFILE
-    tiers = profile_tiers(profile_of(profile), profile=profile, needed=needed)
-    if isinstance(tiers, Waiting):
-        return tiers
-    endpoints, prices = tiers
-    order = RunOrder(
-        run_id=metadata["uid"],
-        source=origin,
-        task=run.task,
-        tiers=endpoints,
-        spec=text,
-        policy=policy,
-        max_tokens=run.max_tokens or 0,
-        deadline_s=float(run.deadline_seconds or 0),
+    assert run.policy_ref is not None  # exactly one source: LemonRunSpec checked it
+    ref = run.policy_ref.name
+    if not locking.live(source):
+        return Waiting("PolicyNotFound", f"no LemonPolicy {ref} in {namespace}")
+    served = source.get("status") or {}
+    if not served.get("ready") or not served.get("url") or not served.get("servedVersion"):
+        return Waiting("PolicyNotReady", f"LemonPolicy {ref} serves no ready version yet")
+    origin = f"LemonPolicy {namespace}/{ref}@{served['servedVersion']}"
+    policy = PolicyTarget(
+        url=str(served["url"]).rstrip("/") + KSERVE_OPENAI_PATH,
+        model=ref,  # the operator serves a policy under its own name (--model_name)
+        name=origin,
     )
-    return Ready(order, profile, prices)
+    return _Source(origin, policy=policy)
 
 
 def profile_tiers(
     found: Body | None, *, profile: str, needed: list[Capacity] | None
-) -> tuple[list[tuple[str, str, str]], dict[str, float]] | Waiting:
-    """(tier, URL, model) of each tier needed (all the profile's for a policy, which may write
-    any team), from the profile's status once every one is ready; and each tier's price."""
+) -> tuple[tuple[TierEndpoint, ...], TierPrices] | Waiting | Refused:
+    """The endpoint of each tier needed (all the profile's for a policy, which may write any
+    team), from the profile's status once every one is ready; and the profile's prices. A
+    needed tier the profile does not have refuses the run (it is not waited for)."""
     if not locking.live(found):
         return Waiting("ProfileNotFound", f"no LemonCapacityProfile {profile}", False)
     try:
-        available = CapacityProfileSpec.model_validate(found.get("spec") or {}).tiers()
+        profile_spec = CapacityProfileSpec.model_validate(found.get("spec") or {})
     except ValidationError:
         return Waiting("ProfileInvalid", f"LemonCapacityProfile {profile} is invalid", False)
+    available = profile_spec.tiers()
     wanted = needed if needed is not None else list(available)
     missing = [tier.value for tier in wanted if tier not in available]
     if missing:
-        return Waiting(
-            "TierNotInProfile", f"profile {profile} has no {', '.join(missing)} tier", False
+        return Refused(
+            "TierNotInProfile",
+            f"profile {profile} has no {', '.join(missing)} tier (the spec's agents need it)",
         )
     reported: dict[Capacity, TierStatus] = {}
     for entry in (found.get("status") or {}).get("tiers") or []:
@@ -172,7 +200,7 @@ def profile_tiers(
         except ValidationError:
             continue
         reported[seen.tier] = seen
-    endpoints: dict[Capacity, tuple[str, str]] = {}
+    endpoints: dict[Capacity, TierEndpoint] = {}
     for tier in wanted:
         status = reported.get(tier)
         endpoint = tier_endpoint(status) if status is not None and status.ready else None
@@ -183,5 +211,4 @@ def profile_tiers(
         return Waiting(
             "TiersNotReady", f"waiting for {', '.join(waiting)} of profile {profile}", False
         )
-    prices = {tier.value: spec.cost_per_token for tier, spec in available.items()}
-    return [(tier.value, *endpoints[tier]) for tier in wanted], prices
+    return tuple(endpoints[tier] for tier in wanted), profile_spec.prices()

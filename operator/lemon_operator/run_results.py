@@ -1,10 +1,16 @@
 """Pure pieces of a ``LemonRun``'s handling: what the operator asks the service, what the
 service answers, and the status the operator writes for each phase (no Kubernetes, no gRPC).
 
-Conditions: ``TiersReady`` (the tiers the run needs report Ready), ``Submitted`` (the service
-accepted the run id) and ``Succeeded`` (Unknown while pending or running; True with the answer;
-False with the reason: ``AgentFailed``, ``DeadlineExceeded``, ``Cancelled``, ``SpecInvalid``,
-``Rejected``, ``ServiceLostRun``, ``ServiceError``).
+Every status is built through :class:`~lemon.resources.lemon_run.LemonRunStatus` (the model the
+CRD is generated from) and written as its JSON. Conditions: ``TiersReady`` (the tiers the run
+needs report Ready), ``Submitted`` (the service accepted the run id) and ``Succeeded`` (Unknown
+while pending or running; True with the answer; False with the reason). A run that ran and
+failed has a :class:`~lemon.engine.results.FailureKind`, set where it happened and carried by
+the service; :data:`FAILURE_REASONS` is the one table from a kind to the reason
+(``DeadlineExceeded``, ``TierUnavailable``, ``AgentFailed``, ``Cancelled``, ``SpecInvalid``); a
+run the service failed without a kind is ``ServiceError``. Runs the operator itself fails have
+the reason of what stopped them (``Invalid``, ``SpecInvalid``, ``TierNotInProfile``,
+``Rejected``, ``ServiceLostRun``).
 """
 
 from __future__ import annotations
@@ -12,21 +18,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from lemon.engine.results import FailureKind
 from lemon.events import TraceTruncated, encode_event
+from lemon.pricing import TierPrices
 from lemon.resources import Condition
 from lemon.resources.lemon_run import (
     MAX_ANSWER_CHARS,
+    TERMINAL_PHASES,
     LemonRunStatus,
     RunAgentStatus,
+    RunPhase,
     RunTokens,
+    TierEndpoint,
     answer_preview,
-    tier_cost,
 )
 from lemon_operator import statuses
 
 __all__ = [
+    "FAILURE_REASONS",
     "MAX_TRACE_BYTES",
     "TRACE_KEY",
     "Failure",
@@ -37,6 +48,7 @@ __all__ = [
     "finished_status",
     "pending_status",
     "refused_status",
+    "run_cost",
     "running_status",
     "trace_text",
 ]
@@ -45,8 +57,18 @@ TRACE_KEY = "trace"
 MAX_TRACE_BYTES = 256 * 1024
 """What the operator asks of the service and keeps in the trace ConfigMap (whose hard limit is
 1 MiB); a trace over it is cut by the service, with a ``trace_truncated`` line."""
-ServicePhase = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 Status = dict[str, Any]
+TIERS_READY = "every tier the run needs is ready"
+
+FAILURE_REASONS: dict[FailureKind, str] = {
+    FailureKind.DEADLINE: "DeadlineExceeded",
+    FailureKind.TIER_UNAVAILABLE: "TierUnavailable",
+    FailureKind.AGENT_FAILED: "AgentFailed",
+    FailureKind.DEPENDENCY: "AgentFailed",  # an agent's kind; a run's is never this
+    FailureKind.CANCELLED: "Cancelled",
+    FailureKind.INVALID_SPEC: "SpecInvalid",
+}
+"""The ``Succeeded`` condition's reason for a run that failed with each kind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +87,8 @@ class RunOrder:
     run_id: str
     source: str
     task: str
-    tiers: Sequence[tuple[str, str, str]]
-    """(tier, OpenAI base URL, model name) per tier the profile serves."""
+    tiers: Sequence[TierEndpoint]
+    """The endpoint of each tier the run may use (the profile's, ready)."""
     spec: str | None = None
     policy: PolicyTarget | None = None
     max_tokens: int = 0
@@ -75,10 +97,13 @@ class RunOrder:
 
 @dataclass(frozen=True, slots=True)
 class ServiceRun:
-    """A run as the service reports it."""
+    """A run as the service reports it, in the LemonRun's vocabulary."""
 
     run_id: str
-    phase: ServicePhase
+    phase: RunPhase
+    """Running (queued or running on the service), Succeeded or Failed (cancelled too)."""
+    failure: FailureKind | None = None
+    """Why it failed, when the service could say (the run's own failure kind, or cancelled)."""
     created: bool = False
     answer: str = ""
     spec: str = ""
@@ -86,15 +111,13 @@ class ServiceRun:
     agents: tuple[RunAgentStatus, ...] = ()
     tokens: RunTokens = field(default_factory=RunTokens)
     wall_s: float = 0.0
-    run_error: str = ""
-    """The run's own error (e.g. its deadline), when it ran and failed."""
     error: str = ""
-    """Why the service failed or cancelled the run."""
+    """Why the run failed or was cancelled, in words."""
     trace: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
-        return self.phase in ("succeeded", "failed", "cancelled")
+        return self.phase in TERMINAL_PHASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,23 +127,32 @@ class Failure:
 
 
 def failure_of(run: ServiceRun) -> Failure | None:
-    """Why a finished run did not succeed (None when it did)."""
-    if run.phase == "succeeded":
+    """Why a finished run did not succeed (None when it did): the reason of its failure kind
+    (:data:`FAILURE_REASONS`), ``ServiceError`` when the service gave none."""
+    if run.phase is RunPhase.SUCCEEDED:
         return None
-    if run.phase == "cancelled":
-        return Failure("Cancelled", run.error or "the run was cancelled")
-    if run.run_error.startswith("run deadline"):
-        return Failure("DeadlineExceeded", run.run_error)
-    if any(agent.status == "failed" for agent in run.agents):
-        return Failure("AgentFailed", run.error or run.run_error)
-    if not run.agents:
+    if run.failure is None:
         return Failure("ServiceError", run.error or "the service failed the run")
-    return Failure("RunFailed", run.error or run.run_error or "the run failed")
+    return Failure(FAILURE_REASONS[run.failure], run.error or f"the run failed ({run.failure})")
 
 
-def _conditions(previous: Mapping[str, Any], current: list[Condition], *, fields: Status) -> Status:
-    fields["conditions"] = statuses.merge_conditions(previous.get("conditions") or [], current)
-    return fields
+def run_cost(agents: Sequence[RunAgentStatus], *, prices: TierPrices) -> float:
+    """Dollars: each agent's tokens at its tier's price (:meth:`TierPrices.priced`, the one
+    notion of cost), rounded to 1e-12 so float noise never shows."""
+    by_tier: dict[str, int] = {}
+    for agent in agents:
+        by_tier[agent.tier] = by_tier.get(agent.tier, 0) + agent.tokens
+    return round(prices.priced(by_tier), 12)
+
+
+def _status(
+    previous: Mapping[str, Any], conditions: list[Condition], status: LemonRunStatus
+) -> Status:
+    """``status`` as the JSON to patch, its ``conditions`` merged into ``previous``'s (each
+    transition time kept while its status holds)."""
+    body = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+    body["conditions"] = statuses.merge_conditions(previous.get("conditions") or [], conditions)
+    return body
 
 
 def pending_status(
@@ -133,50 +165,35 @@ def pending_status(
     previous: Mapping[str, Any],
 ) -> Status:
     """Waiting to start: for a spec, a policy, a profile, tiers or the service."""
-
-    def make(kind: str, ok: bool | None, why: str, text: str) -> Condition:
-        return statuses.condition(kind, ok, reason=why, message=text, generation=generation, at=at)
-
-    tiers = make(
+    made = statuses.Conditions(generation, at)
+    tiers = made.of(
         "TiersReady",
         tiers_ready,
-        "TiersReady" if tiers_ready else (reason if tiers_ready is False else "NotChecked"),
-        "every tier the run needs is ready" if tiers_ready else message,
+        reason="TiersReady" if tiers_ready else (reason if tiers_ready is False else "NotChecked"),
+        message=TIERS_READY if tiers_ready else message,
     )
-    fields: Status = {"observedGeneration": generation, "phase": "Pending", "message": message}
-    return _conditions(
-        previous,
-        [
-            tiers,
-            make("Submitted", False, reason, message),
-            make("Succeeded", None, reason, message),
-        ],
-        fields=fields,
-    )
+    conditions = [
+        tiers,
+        made.false("Submitted", reason=reason, message=message),
+        made.unknown("Succeeded", reason=reason, message=message),
+    ]
+    status = LemonRunStatus(observed_generation=generation, phase=RunPhase.PENDING, message=message)
+    return _status(previous, conditions, status)
 
 
 def refused_status(
     *, reason: str, message: str, generation: int, at: str, previous: Mapping[str, Any]
 ) -> Status:
     """Failed before anything ran (an invalid spec, a request the service refused)."""
-    fields: Status = {
-        "observedGeneration": generation,
-        "phase": "Failed",
-        "message": message,
-        "completionTime": at,
-    }
-    return _conditions(
-        previous,
-        [
-            statuses.condition(
-                "Submitted", False, reason=reason, message=message, generation=generation, at=at
-            ),
-            statuses.condition(
-                "Succeeded", False, reason=reason, message=message, generation=generation, at=at
-            ),
-        ],
-        fields=fields,
+    made = statuses.Conditions(generation, at)
+    conditions = [
+        made.false("Submitted", reason=reason, message=message),
+        made.false("Succeeded", reason=reason, message=message),
+    ]
+    status = LemonRunStatus(
+        observed_generation=generation, phase=RunPhase.FAILED, message=message, completion_time=at
     )
+    return _status(previous, conditions, status)
 
 
 def running_status(
@@ -190,40 +207,46 @@ def running_status(
 ) -> Status:
     """Accepted by the service under ``run_id``."""
     message = f"run {run_id} accepted by the orchestration service at {target}"
-    fields: Status = {
-        "observedGeneration": generation,
-        "phase": "Running",
-        "runId": run_id,
-        "profile": profile,
-        "message": message,
-        "startTime": at,
-    }
-    return _conditions(
-        previous,
-        [
-            statuses.condition(
-                "TiersReady",
-                True,
-                reason="TiersReady",
-                message="every tier the run needs is ready",
-                generation=generation,
-                at=at,
-            ),
-            statuses.condition(
-                "Submitted", True, reason="Accepted", message=message, generation=generation, at=at
-            ),
-            statuses.condition(
-                "Succeeded", None, reason="Running", message=message, generation=generation, at=at
-            ),
-        ],
-        fields=fields,
+    made = statuses.Conditions(generation, at)
+    conditions = [
+        made.true("TiersReady", reason="TiersReady", message=TIERS_READY),
+        made.true("Submitted", reason="Accepted", message=message),
+        made.unknown("Succeeded", reason="Running", message=message),
+    ]
+    status = LemonRunStatus(
+        observed_generation=generation,
+        phase=RunPhase.RUNNING,
+        run_id=run_id,
+        profile=profile,
+        message=message,
+        start_time=at,
     )
+    return _status(previous, conditions, status)
+
+
+def _ran(previous: Mapping[str, Any], *, run_id: str, made: statuses.Conditions) -> list[Condition]:
+    """TiersReady and Submitted of a run the service ran: the tiers were ready and it was
+    submitted, so a True condition of either kind is kept as it is (its time is when that
+    became so); a missing or stale one (the run finished before a Running status was written)
+    becomes True now."""
+    reasons = {
+        "TiersReady": ("TiersReady", TIERS_READY),
+        "Submitted": ("Accepted", f"run {run_id} accepted"),
+    }
+    kept = []
+    for kind, (reason, message) in reasons.items():
+        held = statuses.find_condition(previous.get("conditions") or [], kind) or {}
+        if held.get("status") == "True":
+            kept.append(Condition.model_validate(held))
+        else:
+            kept.append(made.true(kind, reason=reason, message=message))
+    return kept
 
 
 def finished_status(
     run: ServiceRun,
     *,
-    prices: Mapping[str, float],
+    prices: TierPrices,
     trace: str | None,
     generation: int,
     at: str,
@@ -234,25 +257,18 @@ def finished_status(
     """The finished run as the service reported it: answer, agents, tokens, tier-priced cost
     (and its id, profile and start, for a run that never showed Running)."""
     failure = failure_of(run)
+    made = statuses.Conditions(generation, at)
     answer = run.answer[:MAX_ANSWER_CHARS] if failure is None else None
     if failure is None:
         message = f"answered in {run.wall_s:.2f} s ({run.tokens.total} tokens)"
-        outcome = statuses.condition(
-            "Succeeded", True, reason="Answered", message=message, generation=generation, at=at
-        )
+        outcome = made.true("Succeeded", reason="Answered", message=message)
     else:
         message = failure.message
-        outcome = statuses.condition(
-            "Succeeded",
-            False,
-            reason=failure.reason,
-            message=message,
-            generation=generation,
-            at=at,
-        )
-    body = LemonRunStatus(
+        outcome = made.false("Succeeded", reason=failure.reason, message=message)
+    ran = bool(run.agents)
+    status = LemonRunStatus(
         observed_generation=generation,
-        phase="Succeeded" if failure is None else "Failed",
+        phase=RunPhase.SUCCEEDED if failure is None else RunPhase.FAILED,
         run_id=run.run_id,
         profile=profile,
         start_time=started,
@@ -260,36 +276,16 @@ def finished_status(
         answer_preview=answer_preview(answer),
         spec=run.spec or None,
         spec_origin=run.spec_origin or None,
-        agents=list(run.agents) if run.agents else None,
-        tokens=run.tokens if run.agents else None,
-        cost=tier_cost(run.agents, prices=prices) if run.agents else None,
-        wall_seconds=round(run.wall_s, 4) if run.agents else None,
+        agents=list(run.agents) if ran else None,
+        tokens=run.tokens if ran else None,
+        cost=run_cost(run.agents, prices=prices) if ran else None,
+        wall_seconds=round(run.wall_s, 4) if ran else None,
         trace=trace,
         message=message,
         completion_time=at,
-    ).model_dump(by_alias=True, mode="json", exclude_none=True)
-    body.pop("conditions")
-    # The service ran it, so the tiers were ready and it was submitted: a True condition of
-    # either kind is kept as it is (its time is when that became so); a missing or stale one
-    # (the run finished before a Running status was written) becomes True now.
-    held = {
-        kind: statuses.find_condition(previous.get("conditions") or [], kind) or {}
-        for kind in ("TiersReady", "Submitted")
-    }
-    reasons = {
-        "TiersReady": ("TiersReady", "every tier the run needs is ready"),
-        "Submitted": ("Accepted", f"run {run.run_id} accepted"),
-    }
-    kept = [
-        Condition.model_validate(entry)
-        if entry.get("status") == "True"
-        else statuses.condition(
-            kind, True, reason=reasons[kind][0], message=reasons[kind][1],
-            generation=generation, at=at,
-        )
-        for kind, entry in held.items()
-    ]  # fmt: skip
-    return _conditions(previous, [*kept, outcome], fields=body)
+    )
+    conditions = [*_ran(previous, run_id=run.run_id, made=made), outcome]
+    return _status(previous, conditions, status)
 
 
 def trace_text(lines: Sequence[str]) -> str:

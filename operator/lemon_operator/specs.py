@@ -16,10 +16,12 @@ from typing import Any
 import yaml
 
 from lemon.resources import API_VERSION, CapacityProfileSpec, Condition, LemonSpecStatus, TierStatus
+from lemon.resources.lemon_run import RunTokens
 from lemon.resources.status import SpecRunStatus
 from lemon.spec import Capacity, SpecError, compile_spec, parse_spec
 from lemon.spec.models import Agent, LemonSpecBody
-from lemon_operator import capacity_profiles, kube, locking, manifests, statuses
+from lemon_operator import capacity_profiles, kube, locking, manifests, reconciling, statuses
+from lemon_operator.reconciling import Observed
 
 __all__ = ["DEFAULT_PROFILE", "reconcile_spec", "reconcile_specs_of_profile", "render_resource"]
 
@@ -57,131 +59,63 @@ def reconcile_spec(client: kube.Client, *, namespace: str, name: str) -> None:
     The object is read afresh under a per-object lock, so concurrent triggers (its own events and
     its profile's readiness changes) never record a stale view over a fresher one.
     """
-    with locking.latest(client, kube.SPECS, namespace=namespace, name=name) as current:
-        if current is None:
-            return
-        metadata = current["metadata"]
-        _reconcile(
-            client,
-            namespace=namespace,
-            name=name,
-            uid=metadata["uid"],
-            generation=int(metadata.get("generation", 1)),
-            spec=current.get("spec") or {},
-            status=current.get("status") or {},
-        )
+    reconciling.reconcile(client, kube.SPECS, namespace=namespace, name=name, handler=_reconcile)
 
 
-def _reconcile(
-    client: kube.Client,
-    *,
-    namespace: str,
-    name: str,
-    uid: str,
-    generation: int,
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
-) -> None:
-    at = statuses.now()
-    ref = kube.ObjectRef(kube.SPECS, namespace, name, uid)
-    text = render_resource(name=name, spec=spec)
+def _reconcile(client: kube.Client, spec: Observed) -> None:
+    made = spec.conditions
+    text = render_resource(name=spec.name, spec=spec.spec)
     try:
-        parsed = parse_spec(text, source=f"{namespace}/{name}")
+        parsed = parse_spec(text, source=spec.label)
     except SpecError as error:
         errors = [f"{issue.line}:{issue.column}: {issue.message}" for issue in error.issues]
         conditions = [
-            statuses.condition(
-                "Validated",
-                False,
-                reason="Invalid",
-                message="\n".join(errors),
-                generation=generation,
-                at=at,
-            ),
-            statuses.condition(
-                "TiersReady",
-                None,
-                reason="NotValidated",
-                message="the spec is invalid",
-                generation=generation,
-                at=at,
-            ),
-            statuses.condition(
-                "Ready",
-                False,
-                reason="Invalid",
-                message="the spec is invalid",
-                generation=generation,
-                at=at,
-            ),
+            made.false("Validated", reason="Invalid", message="\n".join(errors)),
+            made.unknown("TiersReady", reason="NotValidated", message="the spec is invalid"),
+            made.false("Ready", reason="Invalid", message="the spec is invalid"),
         ]
-        new = LemonSpecStatus(observed_generation=generation, errors=errors)
-        _record(client, ref, status=status, new=new, conditions=conditions)
+        new = LemonSpecStatus(observed_generation=spec.generation, errors=errors)
+        _record(client, spec, new=new, conditions=conditions)
         return
     body = parsed.spec
     assert isinstance(body, LemonSpecBody)
     dag = compile_spec(body, output=parsed.output)
-    validated = statuses.condition(
+    validated = made.true(
         "Validated",
-        True,
         reason="Valid",
         message=f"{len(body.agents)} agents in {len(dag.levels)} levels; output {dag.output}",
-        generation=generation,
-        at=at,
     )
+    profile = body.profile or DEFAULT_PROFILE
     needed = sorted({agent.capacity for agent in body.agents}, key=list(Capacity).index)
-    tiers, tiers_ready = _tiers(
-        client,
-        namespace=namespace,
-        profile=body.profile or DEFAULT_PROFILE,
-        needed=needed,
-        generation=generation,
-        at=at,
-    )
+    tiers, tiers_ready = _tiers(client, spec, profile=profile, needed=needed)
     ok = tiers_ready.status == "True"
-    ready = statuses.condition(
+    ready = made.of(
         "Ready",
         ok,
         reason="Ready" if ok else tiers_ready.reason,
         message="validated and every tier is ready" if ok else tiers_ready.message,
-        generation=generation,
-        at=at,
     )
+    run = None
+    if body.task or spec.status.get("run"):
+        run = _task_run(client, spec, profile=profile)
     new = LemonSpecStatus(
-        observed_generation=generation,
+        observed_generation=spec.generation,
         output=dag.output,
         order=list(dag.order),
         levels=[list(level) for level in dag.levels],
         tiers=tiers or None,
-        run=_task_run(
-            client,
-            namespace=namespace,
-            name=name,
-            uid=uid,
-            generation=generation,
-            spec=spec,
-            profile=body.profile or DEFAULT_PROFILE,
-        )
-        if body.task or status.get("run")
-        else None,
+        run=run,
     )
-    _record(client, ref, status=status, new=new, conditions=[validated, tiers_ready, ready])
+    _record(client, spec, new=new, conditions=[validated, tiers_ready, ready])
 
 
 def _tiers(
-    client: kube.Client,
-    *,
-    namespace: str,
-    profile: str,
-    needed: list[Capacity],
-    generation: int,
-    at: str,
+    client: kube.Client, spec: Observed, *, profile: str, needed: list[Capacity]
 ) -> tuple[list[TierStatus], Condition]:
     def tiers_condition(ok: bool, reason: str, message: str) -> Condition:
-        return statuses.condition(
-            "TiersReady", ok, reason=reason, message=message, generation=generation, at=at
-        )
+        return spec.conditions.of("TiersReady", ok, reason=reason, message=message)
 
+    namespace = spec.namespace
     found = client.get(kube.PROFILES, namespace=namespace, name=profile)
     if found is None or not locking.live(found):
         return [], tiers_condition(False, "ProfileNotFound", f"no LemonCapacityProfile {profile}")
@@ -218,20 +152,12 @@ def _tiers(
     return tiers, tiers_condition(True, "TiersReady", "every tier the agents use is ready")
 
 
-def _task_run(
-    client: kube.Client,
-    *,
-    namespace: str,
-    name: str,
-    uid: str,
-    generation: int,
-    spec: Mapping[str, Any],
-    profile: str,
-) -> SpecRunStatus | None:
+def _task_run(client: kube.Client, spec: Observed, *, profile: str) -> SpecRunStatus | None:
     """The LemonRun of the spec's task for this generation, created if missing; runs of
     earlier generations (or of a task since removed) are deleted."""
-    task = spec.get("task")
-    wanted = manifests.spec_run_name(name, generation) if task else None
+    namespace, name, uid = spec.namespace, spec.name, spec.uid
+    task = spec.spec.get("task")
+    wanted = manifests.spec_run_name(name, spec.generation) if task else None
     labels = f"{manifests.SPEC_LABEL}={name}"
     current = None
     for item in client.list(kube.RUNS, namespace=namespace, labels=labels):
@@ -248,19 +174,20 @@ def _task_run(
             name,
             namespace=namespace,
             uid=uid,
-            generation=generation,
+            generation=spec.generation,
             task=task,
-            body=spec,
+            body=spec.spec,
             profile=profile,
         )
         if client.create(kube.RUNS, body=manifest):
-            log.info("%s/%s: created LemonRun %s for its task", namespace, name, wanted)
+            log.info("%s: created LemonRun %s for its task", spec.label, wanted)
         current = client.get(kube.RUNS, namespace=namespace, name=wanted)
         if not _owned_by(current, uid):
-            log.warning("%s/%s: LemonRun %s exists and is not this spec's", namespace, name, wanted)
+            log.warning("%s: LemonRun %s exists and is not this spec's", spec.label, wanted)
             return SpecRunStatus(name=wanted, phase="NameTaken")
     status = (current or {}).get("status") or {}
-    tokens = (status.get("tokens") or {}).get("total")
+    counted = status.get("tokens")
+    tokens = RunTokens.model_validate(counted).total if counted else None
     return SpecRunStatus(
         name=wanted, phase=status.get("phase"), answer=status.get("answer"), tokens=tokens
     )
@@ -279,13 +206,9 @@ def _stored(value: Any) -> Any:
 
 
 def _record(
-    client: kube.Client,
-    ref: kube.ObjectRef,
-    *,
-    status: Mapping[str, Any],
-    new: LemonSpecStatus,
-    conditions: list[Condition],
+    client: kube.Client, spec: Observed, *, new: LemonSpecStatus, conditions: list[Condition]
 ) -> None:
+    ref, status = spec.ref, spec.status
     body = new.model_dump(by_alias=True, mode="json", exclude_none=True)
     body["conditions"] = statuses.merge_conditions(status.get("conditions") or [], conditions)
     for key in ("output", "order", "levels", "errors", "tiers", "run"):

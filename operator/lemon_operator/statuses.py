@@ -1,15 +1,31 @@
-"""Pure status helpers: conditions with stable transition times, readiness of InferenceServices."""
+"""Pure status helpers: conditions with stable transition times, readiness of InferenceServices.
+
+:class:`Conditions` builds the conditions of one reconcile: the object's generation and the
+reconcile's time are bound once, so each condition reads as what it says
+(``conditions.false("Ready", reason="Invalid", message=...)``).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from pydantic import ValidationError
 
 from lemon.resources import Condition, ConditionStatus, TierStatus
 from lemon.spec import Capacity
 
-__all__ = ["condition", "find_condition", "merge_conditions", "now", "tier_status"]
+__all__ = [
+    "Conditions",
+    "condition",
+    "find_condition",
+    "merge_conditions",
+    "now",
+    "tier_status",
+    "validation_message",
+]
 
 
 def now() -> str:
@@ -32,6 +48,37 @@ def condition(
         message=message,
         last_transition_time=at,
         observed_generation=generation,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Conditions:
+    """The conditions one reconcile records: each stamped with the object's ``generation``
+    (None: not known) and the reconcile's time ``at``."""
+
+    generation: int | None
+    at: str
+
+    def of(self, kind: str, ok: bool | None, *, reason: str, message: str) -> Condition:
+        """A condition of ``kind``: True, False, or Unknown for ``ok`` None."""
+        return condition(
+            kind, ok, reason=reason, message=message, generation=self.generation, at=self.at
+        )
+
+    def true(self, kind: str, *, reason: str, message: str) -> Condition:
+        return self.of(kind, True, reason=reason, message=message)
+
+    def false(self, kind: str, *, reason: str, message: str) -> Condition:
+        return self.of(kind, False, reason=reason, message=message)
+
+    def unknown(self, kind: str, *, reason: str, message: str) -> Condition:
+        return self.of(kind, None, reason=reason, message=message)
+
+
+def validation_message(error: ValidationError) -> str:
+    """A pydantic ``ValidationError`` as one line: ``field.path: message; ...``."""
+    return "; ".join(
+        f"{'.'.join(map(str, issue['loc']))}: {issue['msg']}" for issue in error.errors()
     )
 
 

@@ -23,6 +23,7 @@ import json
 import logging
 import posixpath
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,7 +38,8 @@ from lemon.resources.lemon_training import (
     produced_version,
     training_config,
 )
-from lemon_operator import kube, locking, manifests, policies, statuses
+from lemon_operator import kube, manifests, policies, reconciling, statuses
+from lemon_operator.reconciling import Observed
 
 __all__ = [
     "JOB_CONDITIONS",
@@ -63,9 +65,9 @@ class _Waiting(LookupError):
 
 def reconcile_training(client: kube.Client, *, namespace: str, name: str) -> None:
     """Move the training forward from the state the cluster is in (see the module docstring)."""
-    with locking.latest(client, kube.TRAININGS, namespace=namespace, name=name) as current:
-        if current is not None:
-            _reconcile(client, current)
+    reconciling.reconcile(
+        client, kube.TRAININGS, namespace=namespace, name=name, handler=_reconcile
+    )
 
 
 def reconcile_trainings_of_policy(client: kube.Client, *, namespace: str, policy: str) -> None:
@@ -96,132 +98,132 @@ def delete_training(client: kube.Client, *, namespace: str, name: str) -> None:
     client.delete_config_map(namespace=namespace, name=manifests.config_map_name(name))
 
 
-def _reconcile(client: kube.Client, current: Mapping[str, Any]) -> None:
-    metadata = current["metadata"]
-    namespace, name, uid = metadata["namespace"], metadata["name"], metadata["uid"]
-    generation = int(metadata.get("generation", 1))
-    status: Mapping[str, Any] = current.get("status") or {}
-    ref = kube.ObjectRef(kube.TRAININGS, namespace, name, uid)
-    at = statuses.now()
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """Step 2: the PyTorchJob as the training mirrors it."""
+
+    phase: str
+    fields: dict[str, Any]
+    """The status fields it sets (phase, job, start and completion time)."""
+    conditions: list[Condition]
+    """Its conditions (Created, Running, ...), or the training's last copy of them."""
+    failed_reason: str = "Failed"
+
+
+def _reconcile(client: kube.Client, training: Observed) -> None:
     try:
-        spec = TrainingSpec.model_validate(current.get("spec") or {})
+        spec = TrainingSpec.model_validate(training.spec)
     except ValidationError as error:
-        message = "; ".join(
-            f"{'.'.join(map(str, issue['loc']))}: {issue['msg']}" for issue in error.errors()
-        )
-        _fail(client, ref, status=status, generation=generation, reason="Invalid", message=message)
+        _fail(client, training, reason="Invalid", message=statuses.validation_message(error))
         return
-    job = client.get(kube.PYTORCHJOBS, namespace=namespace, name=name)
-    if job is None and status.get("phase") not in _TERMINAL:
-        try:
-            job = _start(client, ref, spec=spec, uid=uid)
-        except _Waiting as error:
-            waiting = statuses.condition(
-                "Published",
-                False,
-                reason="PolicyNotFound",
-                message=f"{error}; the job starts once it exists",
-                generation=generation,
-                at=at,
-            )
-            pending = {"observedGeneration": generation, "phase": "Pending"}
-            _record(client, ref, status=status, new=pending, conditions=[waiting])
+    job = client.get(kube.PYTORCHJOBS, namespace=training.namespace, name=training.name)
+    if job is None and training.status.get("phase") not in _TERMINAL:
+        job = _start_job(client, training, spec=spec)
+        if job is None:
             return
-        except _Invalid as error:
-            _fail(
-                client,
-                ref,
-                status=status,
-                generation=generation,
-                reason="InvalidBase",
-                message=str(error),
-            )
-            return
+    mirrored = _mirror_job(training, job)
+    made = training.conditions
+    if mirrored.phase == "Failed":
+        message = f"the PyTorchJob failed ({mirrored.failed_reason}); no new version"
+        published = made.false("Published", reason="JobFailed", message=message)
+        _record(client, training, new=mirrored.fields, conditions=[*mirrored.conditions, published])
+        return
+    if mirrored.phase != "Succeeded":
+        message = f"the PyTorchJob is {mirrored.phase.lower()}"
+        waiting = made.false("Published", reason="JobNotFinished", message=message)
+        _record(client, training, new=mirrored.fields, conditions=[*mirrored.conditions, waiting])
+        return
+    _publish_produced(client, training, spec=spec, job=mirrored)
+
+
+def _start_job(
+    client: kube.Client, training: Observed, *, spec: TrainingSpec
+) -> dict[str, Any] | None:
+    """Step 1: the job started (its manifest), or None when it cannot start (recorded: waiting
+    for its policy, or a base version that cannot be used)."""
+    try:
+        return _start(client, training.ref, spec=spec, uid=training.uid)
+    except _Waiting as error:
+        waiting = training.conditions.false(
+            "Published",
+            reason="PolicyNotFound",
+            message=f"{error}; the job starts once it exists",
+        )
+        pending = {"observedGeneration": training.generation, "phase": "Pending"}
+        _record(client, training, new=pending, conditions=[waiting])
+    except _Invalid as error:
+        _fail(client, training, reason="InvalidBase", message=str(error))
+    return None
+
+
+def _mirror_job(training: Observed, job: Mapping[str, Any] | None) -> _Job:
+    """Step 2: the job's conditions and phase, as the training's (its last copy of them when
+    the job is gone)."""
     job_status: Mapping[str, Any] = (job or {}).get("status") or {}
-    mirrored = _mirror(job_status.get("conditions") or [], generation=generation, at=at)
-    phase = _phase(job_status.get("conditions") or []) or status.get("phase") or "Pending"
-    new: dict[str, Any] = {
-        "observedGeneration": generation,
+    job_conditions = job_status.get("conditions") or []
+    mirrored = _mirror(job_conditions, generation=training.generation, at=training.at)
+    phase = _phase(job_conditions) or training.status.get("phase") or "Pending"
+    fields: dict[str, Any] = {
+        "observedGeneration": training.generation,
         "phase": phase,
-        "job": name,
-        "startTime": job_status.get("startTime") or status.get("startTime"),
-        "completionTime": job_status.get("completionTime") or status.get("completionTime"),
+        "job": training.name,
+        "startTime": job_status.get("startTime") or training.status.get("startTime"),
+        "completionTime": job_status.get("completionTime") or training.status.get("completionTime"),
     }
     conditions = mirrored or [
         Condition.model_validate(entry)
-        for entry in status.get("conditions") or []
+        for entry in training.status.get("conditions") or []
         if entry.get("type") in JOB_CONDITIONS
     ]
-    if phase == "Failed":
-        failed = statuses.find_condition(job_status.get("conditions") or [], "Failed") or {}
-        published = statuses.condition(
-            "Published",
-            False,
-            reason="JobFailed",
-            message=f"the PyTorchJob failed ({failed.get('reason', 'Failed')}); no new version",
-            generation=generation,
-            at=at,
-        )
-        _record(client, ref, status=status, new=new, conditions=[*conditions, published])
-        return
-    if phase != "Succeeded":
-        waiting = statuses.condition(
-            "Published",
-            False,
-            reason="JobNotFinished",
-            message=f"the PyTorchJob is {phase.lower()}",
-            generation=generation,
-            at=at,
-        )
-        _record(client, ref, status=status, new=new, conditions=[*conditions, waiting])
-        return
-    # Succeeded: record what was produced (once), then publish it (until it is published).
-    version = status.get("producedVersion") or produced_version(name, uid)
+    failed = statuses.find_condition(job_conditions, "Failed") or {}
+    return _Job(phase, fields, conditions, str(failed.get("reason", "Failed")))
+
+
+def _publish_produced(
+    client: kube.Client, training: Observed, *, spec: TrainingSpec, job: _Job
+) -> None:
+    """Steps 3 to 5 of a succeeded job: record what was produced (once), publish it on the
+    policy (until it is published), set Published."""
+    status = training.status
+    version = status.get("producedVersion") or produced_version(training.name, training.uid)
     checkpoint, metrics, note = status.get("checkpoint"), status.get("metrics"), ""
     before = statuses.find_condition(status.get("conditions") or [], "Published")
+    new = dict(job.fields)
     if checkpoint is not None and before is not None and before.get("status") == "True":
         # Done: never publish again (a version removed from the policy by hand stays removed).
         new |= {"producedVersion": version, "checkpoint": checkpoint, "metrics": metrics}
         kept = Condition.model_validate(before)
-        _record(client, ref, status=status, new=new, conditions=[*conditions, kept])
+        _record(client, training, new=new, conditions=[*job.conditions, kept])
         return
+    made = training.conditions
     first = checkpoint is None
     if first:
-        found, metrics, note = read_result(client, namespace=namespace, job=name, spec=spec)
+        found, metrics, note = read_result(
+            client, namespace=training.namespace, job=training.name, spec=spec
+        )
         checkpoint = found or checkpoint_uri(spec, version)
     checkpoint = str(checkpoint)
     new |= {"producedVersion": version, "checkpoint": checkpoint, "metrics": metrics or {}}
     if first:  # step 3: what was produced is in status before the policy hears of it
-        publishing = statuses.condition(
-            "Published",
-            False,
-            reason="Publishing",
-            message=f"publishing {version} on LemonPolicy {spec.policy}{note}",
-            generation=generation,
-            at=at,
-        )
-        status = _record(client, ref, status=status, new=new, conditions=[*conditions, publishing])
-    outcome = policies.publish(
+        message = f"publishing {version} on LemonPolicy {spec.policy}{note}"
+        publishing = made.false("Published", reason="Publishing", message=message)
+        status = _record(client, training, new=new, conditions=[*job.conditions, publishing])
+    outcome = policies.publish(  # step 4
         client,
-        namespace=namespace,
+        namespace=training.namespace,
         policy=spec.policy,
         version=version,
         checkpoint=checkpoint,
         stage=spec.stage,
-        training=name,
+        training=training.name,
         metrics=metrics or {},
     )
-    done = statuses.condition(
-        "Published",
-        outcome.published,
-        reason=outcome.reason,
-        message=outcome.message + note,
-        generation=generation,
-        at=at,
+    done = made.of(  # step 5
+        "Published", outcome.published, reason=outcome.reason, message=outcome.message + note
     )
-    _record(client, ref, status=status, new=new, conditions=[*conditions, done])
+    _record(client, training, new=new, conditions=[*job.conditions, done], status=status)
     if outcome.published:
-        log.info("%s/%s: published %s on %s", namespace, name, version, spec.policy)
+        log.info("%s: published %s on %s", training.label, version, spec.policy)
 
 
 def _start(
@@ -346,32 +348,24 @@ def _phase(job_conditions: list[Mapping[str, Any]]) -> str | None:
     return str(known[-1]) if known else None
 
 
-def _fail(
-    client: kube.Client,
-    ref: kube.ObjectRef,
-    *,
-    status: Mapping[str, Any],
-    generation: int,
-    reason: str,
-    message: str,
-) -> None:
-    failed = statuses.condition(
-        "Failed", True, reason=reason, message=message, generation=generation, at=statuses.now()
-    )
-    new = {"observedGeneration": generation, "phase": "Failed"}
-    _record(client, ref, status=status, new=new, conditions=[failed])
+def _fail(client: kube.Client, training: Observed, *, reason: str, message: str) -> None:
+    failed = training.conditions.true("Failed", reason=reason, message=message)
+    new = {"observedGeneration": training.generation, "phase": "Failed"}
+    _record(client, training, new=new, conditions=[failed])
 
 
 def _record(
     client: kube.Client,
-    ref: kube.ObjectRef,
+    training: Observed,
     *,
-    status: Mapping[str, Any],
     new: Mapping[str, Any],
     conditions: list[Condition],
+    status: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Patch the status if it changed (one event per condition that turned True); the status
-    as it now is."""
+    """Patch the status if it changed from ``status`` (default: as the reconcile read it; one
+    event per condition that turned True); the status as it now is."""
+    ref = training.ref
+    status = training.status if status is None else status
     body = LemonTrainingStatus.model_validate(
         {key: value for key, value in new.items() if value is not None}
     ).model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -388,6 +382,6 @@ def _record(
             continue
         warning = entry["type"] == "Failed"
         client.emit_event(ref, reason=entry["reason"], message=entry["message"], warning=warning)
-        log.info("%s/%s: %s (%s)", ref.namespace, ref.name, entry["type"], entry["reason"])
+        log.info("%s: %s (%s)", training.label, entry["type"], entry["reason"])
     merged = {**status, **body}
     return {key: value for key, value in merged.items() if value is not None}

@@ -1,7 +1,6 @@
 """Opening a channel to ``lemon serve``: plaintext, TLS or mTLS, the way every client dials.
 
-Hand-written (the rest of ``lemon_api`` is generated); imports only grpc, so both the service's
-client and the operator use it.
+Hand-written (like :mod:`lemon_api.client`, which opens its channels here); imports only grpc.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def register_serve(sub: Any) -> None:
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from lemon_service.client import ClientConfig, LemonClient
+    from lemon_api.client import ClientConfig, LemonClient
 
     return LemonClient(
         ClientConfig(
@@ -182,7 +182,7 @@ def _print_run(response: Any, *, as_json: bool) -> int:
 
 
 async def _client_call(args: argparse.Namespace) -> int:
-    from lemon_service.client import run_options
+    from lemon_api.client import run_options
 
     options = run_options(
         max_tokens=getattr(args, "max_tokens", 0),

@@ -1,30 +1,45 @@
-"""Conversions between the core's objects and the ``lemon.v1`` messages (pure functions)."""
+"""Conversions between the core's objects and the ``lemon.v1`` messages (pure functions).
+
+Each vocabulary is mapped once, here: the service's :class:`~lemon_service.run_store.RunPhase`
+to ``RunState.Phase``, the core's :class:`~lemon.engine.results.FailureKind` to the proto's
+``FailureKind`` (by name: ``deadline`` is ``FAILURE_KIND_DEADLINE``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import time
+from collections.abc import Sequence
 
 from lemon import events
-from lemon.engine.results import AgentResult
+from lemon.engine.results import AgentResult, FailureKind
 from lemon.orchestration import TaskRun
 from lemon.spec.issues import Issue
+from lemon.spec.models import Capacity
 from lemon.spec.validation import ParsedSpec
 from lemon_api.v1 import orchestrator_pb2 as pb
-from lemon_service.endpoints import check_endpoint, tier_endpoints
-from lemon_service.engine import Engine, RunRequest
-from lemon_service.runs import DEFAULT_TRACE_BYTES, RunPhase, RunRecord, Submission, bounded_trace
+from lemon_service.dispatch import Dispatcher, RunRequest
+from lemon_service.endpoints import Endpoint, check_endpoint
+from lemon_service.run_store import (
+    DEFAULT_TRACE_BYTES,
+    RunPhase,
+    RunRecord,
+    Submission,
+    bounded_trace,
+)
 from lemon_service.status_codes import BadRequest
 
 __all__ = [
     "agent_report",
+    "failure_kind",
     "issue",
     "run_event",
     "run_request",
     "run_response",
     "run_state",
     "submission",
+    "tier_endpoints",
     "valid_response",
 ]
 
@@ -36,6 +51,17 @@ _PHASES = {
     RunPhase.FAILED: pb.RunState.FAILED,
     RunPhase.CANCELLED: pb.RunState.CANCELLED,
 }
+
+
+_FAILURES: dict[FailureKind | None, pb.FailureKind] = {
+    None: pb.FAILURE_KIND_UNSPECIFIED,
+    **{kind: pb.FailureKind.Value(f"FAILURE_KIND_{kind.name}") for kind in FailureKind},
+}  # a kind the proto lacks fails here, at import
+
+
+def failure_kind(failure: FailureKind | None) -> pb.FailureKind:
+    """The proto's kind of ``failure`` (UNSPECIFIED for None)."""
+    return _FAILURES[failure]
 
 
 def agent_report(agent: AgentResult) -> pb.AgentReport:
@@ -52,11 +78,12 @@ def agent_report(agent: AgentResult) -> pb.AgentReport:
         reused=agent.reused,
         error=agent.error or "",
         output=agent.output,
+        failure=failure_kind(agent.failure),
     )
 
 
 def run_response(result: TaskRun, *, request_id: str) -> pb.RunResponse:
-    tokens = result.tokens()
+    prompt, completion = result.prompt_tokens, result.completion_tokens
     return pb.RunResponse(
         request_id=request_id,
         status=result.status.value,
@@ -64,15 +91,14 @@ def run_response(result: TaskRun, *, request_id: str) -> pb.RunResponse:
         spec=result.spec,
         spec_origin=result.spec_origin,
         agents=[agent_report(agent) for agent in result.agents],
-        tokens=pb.Tokens(
-            prompt=tokens["prompt"], completion=tokens["completion"], total=tokens["total"]
-        ),
+        tokens=pb.Tokens(prompt=prompt, completion=completion, total=prompt + completion),
         wall_s=result.wall_s,
         error=result.error or "",
         profile=result.profile,
         profile_note=result.profile_note,
         critical_path=list(result.critical_path),
         calls=result.calls,
+        failure=failure_kind(result.failure),
     )
 
 
@@ -129,11 +155,11 @@ def valid_response(parsed: ParsedSpec) -> pb.ValidateSpecResponse:
 
 
 def run_request(
-    engine: Engine, task: str, options: pb.RunOptions, parsed: ParsedSpec | None = None
+    dispatcher: Dispatcher, task: str, options: pb.RunOptions, parsed: ParsedSpec | None = None
 ) -> RunRequest:
     return RunRequest(
         task,
-        limits=engine.limits,
+        limits=dispatcher.limits,
         parsed=parsed,
         max_tokens=options.max_tokens,
         seed=options.seed if options.HasField("seed") else None,
@@ -141,7 +167,22 @@ def run_request(
     )
 
 
-def submission(request: pb.SubmitRunRequest, *, engine: Engine) -> Submission:
+def tier_endpoints(
+    entries: Sequence[pb.TierEndpoint], *, field: str = "tiers"
+) -> dict[Capacity, Endpoint]:
+    """A request's tier endpoints, checked: known tiers, each at most once."""
+    found: dict[Capacity, Endpoint] = {}
+    for index, entry in enumerate(entries):
+        where = f"{field}[{index}]"
+        if entry.tier not in set(Capacity):
+            raise BadRequest(f"{where}.tier: {entry.tier!r} is not small, medium or large")
+        if Capacity(entry.tier) in found:
+            raise BadRequest(f"{where}.tier: {entry.tier} is given twice")
+        found[Capacity(entry.tier)] = check_endpoint(entry.url, entry.model, field=where)
+    return found
+
+
+def submission(request: pb.SubmitRunRequest, *, dispatcher: Dispatcher) -> Submission:
     """A checked SubmitRun (``BadRequest``, ``SpecError`` or ``LimitExceeded`` otherwise)."""
     if not _RUN_ID.match(request.run_id):
         raise BadRequest(f"run_id: {request.run_id!r} is not 1 to 128 of [A-Za-z0-9._:-]")
@@ -150,11 +191,11 @@ def submission(request: pb.SubmitRunRequest, *, engine: Engine) -> Submission:
     source = request.source or request.run_id
     parsed = None
     if request.WhichOneof("spec_source") == "spec":
-        parsed = engine.parse(request.spec, source=source)
+        parsed = dispatcher.parse(request.spec, source=source)
     policy = None
     if request.WhichOneof("spec_source") == "policy":
         policy = check_endpoint(request.policy.url, request.policy.model, field="policy")
-    tiers = tier_endpoints([(t.tier, t.url, t.model) for t in request.tiers])
+    tiers = tier_endpoints(request.tiers)
     what = pb.SubmitRunRequest()
     what.CopyFrom(request)
     for delivery in ("wait_s", "include_trace", "max_trace_bytes"):  # how to answer, not what
@@ -163,7 +204,7 @@ def submission(request: pb.SubmitRunRequest, *, engine: Engine) -> Submission:
         run_id=request.run_id,
         source=source,
         fingerprint=hashlib.sha256(what.SerializeToString(deterministic=True)).digest(),
-        request=run_request(engine, request.task, request.options, parsed),
+        request=run_request(dispatcher, request.task, request.options, parsed),
         tiers=tiers,
         policy=policy,
         policy_name=request.policy.name,
@@ -181,6 +222,7 @@ def run_state(
         created=created,
         error=record.error,
         age_s=time.monotonic() - record.accepted,
+        failure=failure_kind(record.failure),
     )
     if record.result is not None:
         state.result.CopyFrom(run_response(record.result, request_id=record.run_id))

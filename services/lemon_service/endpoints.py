@@ -3,34 +3,42 @@
 (url, model) and shared by every run that names them.
 
 A backend stays open while a run leases it; past ``max_idle`` idle backends the least recently
-used ones are closed. A tier a run's profile lacks gets :class:`UnservedTier`, which fails the
-agents that need it with that reason (a policy may write a spec on any tier).
+used ones are closed.
+
+A tier without an endpoint (one the run's profile does not serve, or, for ``lemon serve
+--profile-status``, one the profile's status lists no URL for) gets :class:`UnservedTier`: the
+agents that need it fail, with failure kind ``tier_unavailable`` and no model call. No tier ever
+borrows another tier's model: the spec's capacity decision is what ran, or the run says it could
+not (a policy may write a spec on any tier).
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from lemon.backends.base import Backend, BackendError, Generation, GenerationRequest
 from lemon.backends.openai import OpenAIBackend
-from lemon.capacity import CapacityProfile, TierBackend
+from lemon.orchestration import RunTiers
 from lemon.policy.inference import LearnedPolicy, SpecPolicy
 from lemon.spec.models import Capacity
 from lemon_service.status_codes import BadRequest
 
 __all__ = [
+    "RUN_TIERS",
     "Endpoint",
     "EndpointPool",
-    "RunTiers",
     "UnservedTier",
     "check_endpoint",
+    "endpoint_tiers",
     "run_policy",
-    "tier_endpoints",
 ]
+
+RUN_TIERS = "run-tiers"
+"""The profile name a SubmitRun's own tiers report."""
 
 _URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
@@ -53,10 +61,12 @@ def check_endpoint(url: str, model: str, *, field: str) -> Endpoint:
 
 
 class UnservedTier:
-    """The backend of a tier the run's capacity profile does not have: every call fails."""
+    """The backend of a tier without an endpoint: every call fails at once, as the tier being
+    unavailable (never retried)."""
 
-    def __init__(self, tier: Capacity) -> None:
+    def __init__(self, tier: Capacity, *, where: str = "this run's capacity profile") -> None:
         self.tier = tier
+        self.where = where
 
     @property
     def model_id(self) -> str:
@@ -68,20 +78,31 @@ class UnservedTier:
 
     async def generate(self, request: GenerationRequest) -> Generation:
         raise BackendError(
-            f"tier {self.tier.value} has no endpoint in this run's capacity profile",
+            f"tier {self.tier.value} has no endpoint in {self.where}",
             transient=False,
+            unavailable=True,
         )
 
     async def aclose(self) -> None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class RunTiers:
-    """A run's capacity profile (names and labels) and one backend per tier."""
-
-    profile: CapacityProfile
-    backends: Mapping[Capacity, Backend]
+def endpoint_tiers(
+    name: str,
+    endpoints: Mapping[Capacity, Endpoint],
+    *,
+    backend: Callable[[Endpoint, Capacity], Backend],
+    where: str = "this run's capacity profile",
+) -> RunTiers:
+    """Tiers named ``name`` on ``endpoints`` (each tier's backend from ``backend``); a tier
+    without one is an :class:`UnservedTier`."""
+    backends: dict[Capacity, Backend] = {
+        tier: backend(endpoints[tier], tier)
+        if tier in endpoints
+        else UnservedTier(tier, where=where)
+        for tier in Capacity
+    }
+    return RunTiers(name, backends)
 
 
 class EndpointPool:
@@ -93,11 +114,11 @@ class EndpointPool:
         self._backends: OrderedDict[Endpoint, OpenAIBackend] = OrderedDict()
         self._leases: dict[Endpoint, int] = {}
 
-    def _backend(self, endpoint: Endpoint, *, tier: str) -> OpenAIBackend:
+    def _backend(self, endpoint: Endpoint, *, tier: Capacity | str) -> OpenAIBackend:
         backend = self._backends.get(endpoint)
         if backend is None:
             backend = OpenAIBackend(
-                endpoint.url, model=endpoint.model, timeout_s=self.timeout_s, tier=tier
+                endpoint.url, model=endpoint.model, timeout_s=self.timeout_s, tier=str(tier)
             )
             self._backends[endpoint] = backend
         self._backends.move_to_end(endpoint)
@@ -109,31 +130,17 @@ class EndpointPool:
         tiers: Mapping[Capacity, Endpoint],
         *,
         policy: Endpoint | None = None,
-        name: str = "run",
     ) -> AsyncIterator[tuple[RunTiers, Backend | None]]:
         """The run's tiers (and its policy's backend) for as long as the run lasts."""
         held = [*tiers.values(), *([policy] if policy is not None else [])]
         for endpoint in held:
             self._leases[endpoint] = self._leases.get(endpoint, 0) + 1
         try:
-            backends: dict[Capacity, Backend] = {}
-            configs: dict[Capacity, TierBackend] = {}
-            for tier in Capacity:
-                served = tiers.get(tier)
-                if served is None:
-                    backends[tier] = UnservedTier(tier)
-                    continue
-                backends[tier] = self._backend(served, tier=tier.value)
-                configs[tier] = TierBackend(type="openai", url=served.url, model=served.model)
-            unserved = [tier.value for tier in Capacity if tier not in tiers]
-            note = f"; no endpoint for {', '.join(unserved)}" if unserved else ""
-            profile = CapacityProfile.model_construct(  # a tier may have no endpoint
-                name="run-tiers",
-                description=f"the tiers of {name}{note}",
-                tiers=configs,
+            run_tiers = endpoint_tiers(
+                RUN_TIERS, tiers, backend=lambda endpoint, tier: self._backend(endpoint, tier=tier)
             )
             writer = None if policy is None else self._backend(policy, tier="policy")
-            yield RunTiers(profile, backends), writer
+            yield run_tiers, writer
         finally:
             for endpoint in held:
                 self._leases[endpoint] -= 1
@@ -156,18 +163,3 @@ class EndpointPool:
 def run_policy(backend: Backend, *, name: str, attempts: int = 2) -> SpecPolicy:
     """The learned policy of one run, on a pooled backend (never closed by the run)."""
     return LearnedPolicy(backend, name=name, max_attempts=attempts)
-
-
-def tier_endpoints(
-    entries: Sequence[tuple[str, str, str]], *, field: str = "tiers"
-) -> dict[Capacity, Endpoint]:
-    """A request's ``(tier, url, model)`` entries, checked: known tiers, each at most once."""
-    found: dict[Capacity, Endpoint] = {}
-    for index, (tier, url, model) in enumerate(entries):
-        where = f"{field}[{index}]"
-        if tier not in set(Capacity):
-            raise BadRequest(f"{where}.tier: {tier!r} is not small, medium or large")
-        if Capacity(tier) in found:
-            raise BadRequest(f"{where}.tier: {tier} is given twice")
-        found[Capacity(tier)] = check_endpoint(url, model, field=where)
-    return found

@@ -6,7 +6,7 @@ bearer-token check refused): ``grpc_server_started_total``, ``grpc_server_handle
 (by ``grpc_type``, ``grpc_service``, ``grpc_method``, ``grpc_code``) and the
 ``grpc_server_handling_seconds`` histogram, the names of go-grpc-prometheus so that standard
 gRPC dashboards read them. It also continues the caller's trace (W3C ``traceparent`` metadata)
-with a server span, under which the run's spans hang. The engine's own figures are read at
+with a server span, under which the run's spans hang. The dispatcher's own figures are read at
 scrape time: ``lemon_service_runs_in_flight`` (running), ``lemon_service_runs_waiting``
 (admitted, waiting for a slot), ``lemon_service_runs_total`` (by status),
 ``lemon_service_tokens_total`` (by tier and kind, model calls actually made) and
@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 
 from lemon import telemetry
 from lemon_service import handlers
-from lemon_service.engine import Engine
+from lemon_service.dispatch import Dispatcher
 
 __all__ = ["LATENCY_BUCKETS", "ObservingInterceptor", "ServiceMetrics"]
 
@@ -42,14 +42,14 @@ LATENCY_BUCKETS = (
 """Seconds: health checks take a millisecond, runs on real tiers minutes."""
 
 
-class _EngineCollector(Collector):
-    """The engine's counters, read when Prometheus scrapes (nothing on the request path)."""
+class _RunCollector(Collector):
+    """The dispatcher's counters, read when Prometheus scrapes (nothing on the request path)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
 
     def collect(self) -> Iterable[Metric]:
-        admission, stats = self.engine.admission, self.engine.stats
+        admission, stats = self.dispatcher.admission, self.dispatcher.stats
         yield GaugeMetricFamily(
             "lemon_service_runs_in_flight", "Runs executing now.", value=admission.running
         )
@@ -80,13 +80,13 @@ class _EngineCollector(Collector):
 
 
 class ServiceMetrics:
-    """The server's registry: gRPC call metrics, the engine's figures, process metrics."""
+    """The server's registry: gRPC call metrics, the dispatcher's figures, process metrics."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, dispatcher: Dispatcher) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
-        self.registry.register(_EngineCollector(engine))
+        self.registry.register(_RunCollector(dispatcher))
         labels = ["grpc_type", "grpc_service", "grpc_method"]
         self.started = Counter(
             "grpc_server_started", "RPCs started on the server.", labels, registry=self.registry

@@ -1,7 +1,7 @@
 """``lemon serve``: the grpc.aio server — the Orchestrator, standard health checking, server
 reflection, size and concurrency limits, optional TLS/mTLS and a bearer-token check.
 
-Built once per process: the profile's backends are created at start and closed at shutdown.
+Built once per process: the tiers' backends are created at start and closed at shutdown.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from lemon.orchestration import profile_note
 from lemon.policy.inference import SpecPolicy
 from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 from lemon_service.auth import BearerTokenInterceptor
+from lemon_service.dispatch import Dispatcher
 from lemon_service.endpoints import EndpointPool
-from lemon_service.engine import Engine
 from lemon_service.metrics import ObservingInterceptor, ServiceMetrics
-from lemon_service.runs import RunStore
+from lemon_service.run_store import RunStore
 from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
 from lemon_service.settings import ServerConfig, SettingsError
 
@@ -65,8 +65,8 @@ class Server:
             self.tracing = telemetry.setup()  # OTEL_* variables; refuse to start half-configured
         except telemetry.TelemetryError as exc:
             raise SettingsError(str(exc)) from None
-        self.engine = Engine(config.capacity_profile(), limits=config.limits, policy=policy)
-        self.metrics = ServiceMetrics(self.engine)
+        self.dispatcher = Dispatcher(config.run_tiers(), limits=config.limits, policy=policy)
+        self.metrics = ServiceMetrics(self.dispatcher)
         self.metrics_port: int | None = None
         limits = config.limits
         interceptors: Sequence[grpc.aio.ServerInterceptor] = [
@@ -83,12 +83,12 @@ class Server:
         )
         self.pool = EndpointPool()
         self.runs = RunStore(
-            self.engine,
+            self.dispatcher,
             pool=self.pool,
             retention_s=limits.run_retention_s,
             max_runs=limits.max_runs,
         )
-        servicer = OrchestratorServicer(self.engine, runs=self.runs)
+        servicer = OrchestratorServicer(self.dispatcher, runs=self.runs)
         pb_grpc.add_OrchestratorServicer_to_server(servicer, self.grpc)  # type: ignore[no-untyped-call]
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
@@ -130,7 +130,7 @@ class Server:
         await self.grpc.stop(GRACE_S)
         await self.runs.aclose()
         await self.pool.aclose()
-        await self.engine.aclose()
+        await self.dispatcher.aclose()
         self.metrics.stop()
         telemetry.shutdown()  # exports the spans still buffered
 
@@ -146,7 +146,7 @@ async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> No
     print(
         f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}; "
         f"{', '.join(observed)}); "
-        f"{profile_note(server.engine.profile, server.engine.backends)}; "
+        f"{profile_note(server.dispatcher.tiers)}; "
         f"specs by {policy.label if policy is not None else 'the template policy'}",
         file=sys.stderr,
         flush=True,

@@ -23,8 +23,8 @@ from lemon.spec.issues import SpecError
 from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 from lemon_service import convert
-from lemon_service.engine import Engine, RunRequest
-from lemon_service.runs import RunStore
+from lemon_service.dispatch import Dispatcher, RunRequest
+from lemon_service.run_store import RunStore
 from lemon_service.status_codes import run_failure, status_for
 
 __all__ = ["SERVICE_NAME", "OrchestratorServicer"]
@@ -48,19 +48,19 @@ def _request_id(given: str) -> str:
 
 
 class OrchestratorServicer(pb_grpc.OrchestratorServicer):
-    def __init__(self, engine: Engine, *, runs: RunStore) -> None:
-        self.engine = engine
+    def __init__(self, dispatcher: Dispatcher, *, runs: RunStore) -> None:
+        self.dispatcher = dispatcher
         self.runs = runs
 
     def _run_request(self, task: str, options: pb.RunOptions, parsed: Any = None) -> RunRequest:
-        return convert.run_request(self.engine, task, options, parsed)
+        return convert.run_request(self.dispatcher, task, options, parsed)
 
     async def _finish(
         self, request: RunRequest, context: grpc.aio.ServicerContext[Any, Any], trace: TraceWriter
     ) -> TaskRun:
-        deadline_s = self.engine.budget(context.time_remaining())
-        result = await self.engine.run(request, deadline_s=deadline_s, trace=trace)
-        failure = run_failure(result, trace.events)
+        deadline_s = self.dispatcher.budget(context.time_remaining())
+        result = await self.dispatcher.run(request, deadline_s=deadline_s, trace=trace)
+        failure = run_failure(result)
         if failure is not None:
             raise failure
         return result
@@ -79,7 +79,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
         self, request: pb.ExecuteSpecRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RunResponse:
         try:
-            parsed = self.engine.parse(request.spec, source=request.source or "<request>")
+            parsed = self.dispatcher.parse(request.spec, source=request.source or "<request>")
             run = self._run_request(request.task, request.options, parsed)
             result = await self._finish(run, context, TraceWriter())
         except Exception as exc:
@@ -91,7 +91,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
     ) -> pb.ValidateSpecResponse:
         source = request.source or "<request>"
         try:
-            parsed = self.engine.parse(request.spec, source=source)
+            parsed = self.dispatcher.parse(request.spec, source=source)
         except SpecError as exc:
             return pb.ValidateSpecResponse(
                 valid=False, errors=[convert.issue(i, source=source) for i in exc.issues]
@@ -134,7 +134,8 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
         self, request: pb.SubmitRunRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RunState:
         try:
-            record, created = self.runs.submit(convert.submission(request, engine=self.engine))
+            submission = convert.submission(request, dispatcher=self.dispatcher)
+            record, created = self.runs.submit(submission)
             if request.wait_s > 0:
                 record = await self.runs.wait(record.run_id, wait_s=request.wait_s)
         except Exception as exc:

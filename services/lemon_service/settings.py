@@ -3,24 +3,39 @@
 A profile is either named (built-in or from ``--profiles`` files, as ``lemon run`` resolves it)
 or read from a ``LemonCapacityProfile`` resource with its ``status`` (``kubectl get
 lemoncapacityprofile NAME -o json``, or the operator's status mounted into the pod): then each
-tier runs on the ``openai`` backend at the URL the operator published for it.
+tier runs on the ``openai`` backend at the URL the operator published for it, and a tier the
+status lists no URL for has no endpoint (its agents fail, as for any tier a run's profile does
+not serve: :mod:`lemon_service.endpoints`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from lemon.capacity import CapacityProfile, TierBackend, resolve_profile
+from lemon.backends.base import Backend
+from lemon.backends.openai import OpenAIBackend
+from lemon.capacity import CapacityProfile, build_backends, resolve_profile
+from lemon.orchestration import RunTiers
 from lemon.resources.lemon_run import tier_endpoint
 from lemon.resources.status import TierStatus
 from lemon.spec.issues import SpecError
 from lemon.spec.models import Capacity
+from lemon_service.endpoints import Endpoint, endpoint_tiers
 
-__all__ = ["Limits", "ServerConfig", "SettingsError", "TlsFiles", "profile_from_status"]
+__all__ = [
+    "Limits",
+    "ServerConfig",
+    "SettingsError",
+    "StatusProfile",
+    "TlsFiles",
+    "profile_from_status",
+]
 
 DEFAULT_PORT = 50051
 
@@ -93,9 +108,15 @@ class ServerConfig(BaseModel):
             raise ValueError("the bearer token must be non-empty and contain no whitespace")
         return self
 
-    def capacity_profile(self) -> CapacityProfile:
+    def run_tiers(self) -> RunTiers:
+        """The server's tiers, their backends built (the caller closes them)."""
         if self.profile_status is not None:
-            return profile_from_status(self.profile_status)
+            return profile_from_status(self.profile_status).run_tiers()
+        profile = self.capacity_profile()
+        return RunTiers.of(profile, build_backends(profile))
+
+    def capacity_profile(self) -> CapacityProfile:
+        """The named profile (``--profile``, from the built-ins or ``--profiles`` files)."""
         try:
             return resolve_profile(self.profile, files=self.profiles)
         except KeyError as exc:
@@ -117,13 +138,32 @@ def read_token(path: Path) -> str:
     return token
 
 
-def profile_from_status(path: Path) -> CapacityProfile:
-    """A profile whose tiers are the OpenAI endpoints a ``LemonCapacityProfile``'s status lists.
+@dataclass(frozen=True, slots=True)
+class StatusProfile:
+    """A ``LemonCapacityProfile``'s tiers as its status lists them: the endpoint of each tier
+    with a URL (a tier without one has none)."""
+
+    name: str
+    endpoints: Mapping[Capacity, Endpoint]
+
+    def run_tiers(self, *, timeout_s: float = 120.0) -> RunTiers:
+        """An ``openai`` backend per endpoint; a tier without one fails the agents that need it."""
+
+        def backend(endpoint: Endpoint, tier: Capacity) -> Backend:
+            return OpenAIBackend(
+                endpoint.url, model=endpoint.model, timeout_s=timeout_s, tier=tier.value
+            )
+
+        where = f"LemonCapacityProfile {self.name}'s status"
+        return endpoint_tiers(self.name, self.endpoints, backend=backend, where=where)
+
+
+def profile_from_status(path: Path) -> StatusProfile:
+    """The OpenAI endpoints a ``LemonCapacityProfile``'s status lists, by tier.
 
     KServe's huggingface runtime serves the OpenAI API under ``/openai/v1``, the model under
     the name the operator starts it with (the tier's: :func:`lemon.resources.lemon_run.
-    tier_endpoint`). A tier without an endpoint borrows the nearest larger tier's (else the
-    nearest smaller one's), and the description says so.
+    tier_endpoint`). A tier without a URL (not in the profile, or not up yet) has no endpoint.
     """
     import yaml
 
@@ -141,23 +181,11 @@ def profile_from_status(path: Path) -> CapacityProfile:
         tiers = [TierStatus.model_validate(t) for t in status.get("tiers") or []]
     except ValidationError as exc:
         raise SettingsError(f"{path}: status.tiers: {json.dumps(exc.errors()[0]['msg'])}") from None
-    served = {t.tier: t for t in tiers if t.url}
-    if not served:
+    endpoints = {
+        found.tier: Endpoint(found.url, found.model)
+        for found in (tier_endpoint(t) for t in tiers)
+        if found is not None
+    }
+    if not endpoints:
         raise SettingsError(f"{path}: status lists no tier with a URL yet (is the profile Ready?)")
-    order = list(Capacity)
-    backends: dict[Capacity, TierBackend] = {}
-    borrowed = []
-    for tier in order:
-        i = order.index(tier)
-        nearest = [*order[i:], *reversed(order[:i])]
-        source = next(t for t in nearest if t in served)
-        if source != tier:
-            borrowed.append(f"{tier.value} uses {source.value}")
-        url, model = tier_endpoint(served[source]) or ("", "")
-        backends[tier] = TierBackend(type="openai", url=url, model=model, max_concurrency=64)
-    note = f" ({'; '.join(borrowed)})" if borrowed else ""
-    return CapacityProfile(
-        name=name,
-        description=f"tiers from LemonCapacityProfile {name} status{note}",
-        tiers=backends,
-    )
+    return StatusProfile(name, endpoints)

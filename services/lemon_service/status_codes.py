@@ -1,20 +1,19 @@
 """Every failure the service reports, and the ONE table mapping it to a gRPC status code.
 
 The servicer never picks codes itself: it raises (or lets the core raise) one of the
-exceptions below, and :func:`status_for` turns it into ``(code, message)``. Run results that
-failed are classified by :func:`run_failure` first, so a tier that stayed down after the
-engine's retries is UNAVAILABLE, not an ordinary failed run.
+exceptions below, and :func:`status_for` turns it into ``(code, message)``. A failed run's
+result says why as a :class:`~lemon.engine.results.FailureKind` (set by the executor where it
+happened); :func:`run_failure` reads it, so a tier that could not serve is UNAVAILABLE and the
+run's deadline DEADLINE_EXCEEDED, not an ordinary failed run. :func:`exception_failure` is the
+kind of a run the service failed outside the engine (an exception).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import grpc
 
 from lemon.backends.base import BackendError
-from lemon.engine.results import RunResult, RunStatus
-from lemon.events import AgentFailed, Event
+from lemon.engine.results import FailureKind, RunResult, RunStatus
 from lemon.spec.issues import SpecError
 
 __all__ = [
@@ -26,6 +25,7 @@ __all__ = [
     "RunNotFound",
     "ServiceError",
     "TierUnavailable",
+    "exception_failure",
     "run_failure",
     "status_for",
 ]
@@ -84,22 +84,38 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}): {exc}"
 
 
-def run_failure(result: RunResult, events: Iterable[Event]) -> ServiceError | None:
+def run_failure(result: RunResult) -> ServiceError | None:
     """The status-worthy reason a finished run failed, or None (succeeded, or an ordinary
-    failure such as an empty answer, reported in the response itself).
-
-    A transient backend error on the last attempt (connection refused, 5xx, timeouts) means
-    the agent's tier is down; the run's own deadline means DEADLINE_EXCEEDED.
-    """
+    failure such as an empty answer, reported in the response itself): its failure kind
+    ``deadline`` is DEADLINE_EXCEEDED, ``tier_unavailable`` UNAVAILABLE (naming the first
+    agent whose tier, or tool, could not serve)."""
     if result.status == RunStatus.SUCCEEDED:
         return None
-    if result.error is not None and result.error.startswith("run deadline"):
+    if result.failure is FailureKind.DEADLINE:
         return RunDeadline(f"{result.error}; unfinished agents were cancelled")
-    capacity = {agent.name: agent.capacity for agent in result.agents}
-    for event in events:
-        if isinstance(event, AgentFailed) and event.transient:
-            return TierUnavailable(
-                f"tier {capacity.get(event.agent, '?')} unavailable: agent {event.agent!r} "
-                f"failed after {event.attempt} attempts: {event.error}"
-            )
-    return None
+    if result.failure is not FailureKind.TIER_UNAVAILABLE:
+        return None
+    agent = next((a for a in result.agents if a.failure is FailureKind.TIER_UNAVAILABLE), None)
+    if agent is None:  # the executor names the agent; a hand-made result may not
+        return TierUnavailable(result.error or "a tier was unavailable")
+    what = f"the tool of agent {agent.name!r}" if agent.tool else f"tier {agent.capacity}"
+    return TierUnavailable(
+        f"{what} unavailable: agent {agent.name!r} failed after {agent.attempts} attempts: "
+        f"{agent.error}"
+    )
+
+
+_EXCEPTION_FAILURES: tuple[tuple[type[BaseException], FailureKind], ...] = (
+    (SpecError, FailureKind.INVALID_SPEC),
+    (TierUnavailable, FailureKind.TIER_UNAVAILABLE),
+    (BackendError, FailureKind.TIER_UNAVAILABLE),
+    (RunDeadline, FailureKind.DEADLINE),
+    (TimeoutError, FailureKind.DEADLINE),
+)
+
+
+def exception_failure(exc: BaseException) -> FailureKind | None:
+    """The failure kind of a run that ended with ``exc`` before the engine had a result (a
+    policy that wrote no valid spec, a policy endpoint that stayed down, ...); None when no
+    kind applies (an internal error: the run's error says what)."""
+    return next((kind for cls, kind in _EXCEPTION_FAILURES if isinstance(exc, cls)), None)

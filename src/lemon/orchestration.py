@@ -3,10 +3,13 @@ up, and say where everything came from.
 
 :func:`plan_task` classifies the task once and carries that :class:`~lemon.tasks.TaskKind` in
 the :class:`Plan`: the policy writes its spec for that kind, the executor's prefills follow
-from it, and the spec's canonical text is formatted once. :func:`run_task` runs a plan on a
-capacity profile and returns a :class:`TaskRun`: the engine's result with the spec's origin,
-the policy's decision, the profile (with a note saying in words what each tier runs) and the
-run's tier-priced cost (:mod:`lemon.pricing`: the profile's prices, else the defaults).
+from it, and the spec's canonical text is formatted once. :func:`run_task` runs a plan on
+:class:`RunTiers` (a backend per tier, the name the run reports and the prices its cost is
+weighed with: a capacity profile's, built for the run and closed after it, or backends the
+caller holds, such as a server's or a LemonRun's endpoints) and returns a :class:`TaskRun`: the
+engine's result with the spec's origin, the policy's decision, the tiers' name (with a note
+saying in words what each tier runs) and the run's tier-priced cost (:mod:`lemon.pricing`: the
+profile's prices, else the defaults).
 
 Benchmark items have one way to be run and one way to be scored, used by evaluation, the
 search teacher, GRPO's reward and the outcome tables alike: :func:`run_item` executes a spec
@@ -44,6 +47,7 @@ __all__ = [
     "ItemOutcome",
     "ItemSettings",
     "Plan",
+    "RunTiers",
     "TaskRun",
     "item_options",
     "item_outcome",
@@ -101,12 +105,30 @@ class TaskRun(RunResult):
         return data
 
 
-def profile_note(profile: CapacityProfile, backends: Mapping[Capacity, Backend]) -> str:
-    labels = {tier.value: backend.label for tier, backend in backends.items()}
+@dataclass(frozen=True, slots=True)
+class RunTiers:
+    """What a run's agents run on: one backend per tier (a tier may have a backend that fails
+    every call, such as a run's tier without an endpoint), the name the run reports as its
+    profile, and the prices its cost is weighed with."""
+
+    name: str
+    backends: Mapping[Capacity, Backend]
+    prices: TierPrices = DEFAULT_TIER_PRICES
+
+    @classmethod
+    def of(cls, profile: CapacityProfile, backends: Mapping[Capacity, Backend]) -> RunTiers:
+        """``profile``'s name and prices (:func:`lemon.pricing.resolve_prices`) on
+        ``backends`` (built from it: :func:`lemon.capacity.build_backends`)."""
+        return cls(profile.name, backends, resolve_prices(profile=profile))
+
+
+def profile_note(tiers: RunTiers) -> str:
+    """The tiers in words: which backend serves each tier (all tiers may share one)."""
+    labels = {tier.value: backend.label for tier, backend in tiers.backends.items()}
     if len(set(labels.values())) == 1:
         only = next(iter(labels.values()))
-        return f"profile {profile.name}: all tiers (small, medium, large) run {only}"
-    return f"profile {profile.name}: " + "; ".join(f"{t}: {label}" for t, label in labels.items())
+        return f"profile {tiers.name}: all tiers (small, medium, large) run {only}"
+    return f"profile {tiers.name}: " + "; ".join(f"{t}: {label}" for t, label in labels.items())
 
 
 async def plan_task(
@@ -138,19 +160,21 @@ async def plan_task(
 async def run_task(
     task: str,
     *,
-    profile: CapacityProfile,
+    profile: CapacityProfile | None = None,
+    tiers: RunTiers | None = None,
     parsed: ParsedSpec | None = None,
     roles: RoleLibrary | None = None,
     options: ExecutionOptions | None = None,
     trace: TraceWriter | None = None,
     cache: CallCache | None = None,
-    backends: Mapping[Capacity, Backend] | None = None,
     template_variant: TemplateVariant = TemplateVariant.DEFAULT,
     policy: SpecPolicy | None = None,
 ) -> TaskRun:
     """Run ``task`` with the given spec, or the one ``policy`` writes (the template policy's
-    when ``policy`` is None), on ``backends`` (built from ``profile`` and closed afterwards
-    when not given)."""
+    when ``policy`` is None), on exactly one of ``tiers`` (the caller's backends, left open)
+    or ``profile`` (its backends built for this run and closed after it)."""
+    if (profile is None) == (tiers is None):
+        raise ValueError("run_task needs exactly one of profile or tiers")
     plan = await plan_task(
         task,
         parsed=parsed,
@@ -162,36 +186,36 @@ async def run_task(
     options = options or ExecutionOptions()
     if options.prefill is None:
         options = replace(options, prefill=prefills(plan.kind))
-    owned = backends is None
-    backends = backends or build_backends(profile)
-    prices = resolve_prices(profile=profile)
+    owned = tiers is None
+    if tiers is None:
+        assert profile is not None  # exactly one of the two: checked above
+        tiers = RunTiers.of(profile, build_backends(profile))
     try:
-        note = profile_note(profile, backends)
         result = await execute(
             plan.spec,
             task=task,
-            backends=backends,
+            backends=tiers.backends,
             output=plan.output,
             roles=roles,
             options=options,
             trace=trace,
             cache=cache,
-            profile=profile.name,
+            profile=tiers.name,
             spec_text=plan.text,
             origin=plan.origin,
-            tier_prices=prices,
+            tier_prices=tiers.prices,
         )
     finally:
         if owned:
-            await close_backends(backends)
+            await close_backends(tiers.backends)
     engine = {f.name: getattr(result, f.name) for f in fields(RunResult)}
     return TaskRun(
         **engine,
         spec_origin=plan.origin,
         policy=plan.decision,
-        profile=profile.name,
-        profile_note=note,
-        tier_prices=prices,
+        profile=tiers.name,
+        profile_note=profile_note(tiers),
+        tier_prices=tiers.prices,
     )
 
 

@@ -61,7 +61,9 @@ PARAMETER_COUNTS: dict[Capacity, int] = {
 
 
 class TierPrices(BaseModel):
-    """Relative price of one worker token (prompt or completion) on each tier."""
+    """Price of one worker token (prompt or completion) on each tier: relative to the medium
+    tier's (:meth:`from_mapping`: what R_orch and the reports weigh tokens with), or in a
+    profile's own currency (:meth:`as_given`: a ``LemonRun``'s ``status.cost``, in dollars)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -80,6 +82,13 @@ class TierPrices(BaseModel):
         if scale <= 0:
             raise ValueError("the medium tier's price must be positive to scale the others")
         return cls(**{t: v / scale for t, v in values.items()})
+
+    @classmethod
+    def as_given(cls, prices: Mapping[Capacity, float] | Mapping[str, float]) -> TierPrices:
+        """``{tier: price}`` unscaled; a tier the mapping lacks costs 0 (a profile that does not
+        serve a tier spends no tokens on it: the agents that need it fail before any call)."""
+        values = {Capacity(t).value: float(p) for t, p in prices.items()}
+        return cls(**{t.value: values.get(t.value, 0.0) for t in Capacity})
 
     def price(self, tier: Capacity | str) -> float:
         value: float = getattr(self, Capacity(tier).value)

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from lemon.resources.lemon_run import LemonRunSpec
 from lemon.spec import format_spec, parse_spec
 from lemon_operator import kube
-from lemon_service.client import ClientConfig, LemonClient
+from lemon_api.client import ClientConfig, LemonClient
 from tests.conftest import LEMON, ROOT
 from tests.k8s.conftest import Kubectl, Operator, wait_for
 from tests.model.conftest import ModelServer, tiny_model_dir

@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 def _serving(target: str, *, tls: dict[str, Path] | None = None) -> bool:
-    from lemon_service.client import ClientConfig, LemonClient
+    from lemon_api.client import ClientConfig, LemonClient
 
     async def check() -> str:
         config = ClientConfig(target=target, **(tls or {}))

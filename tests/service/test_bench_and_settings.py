@@ -3,12 +3,17 @@ status, and `lemon client`/`lemon serve` usage errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
+from lemon.backends.base import BackendError, GenerationRequest
+from lemon.capacity import close_backends
+from lemon.orchestration import profile_note
 from lemon.spec.models import Capacity
+from lemon_service.endpoints import Endpoint
 from lemon_service.settings import SettingsError, profile_from_status
 from tests.conftest import ROOT, run_lemon
 from tests.service.conftest import ServeProcess
@@ -68,15 +73,27 @@ def test_cluster_profile_uses_the_tier_urls_from_the_status(tmp_path: Path) -> N
     )
     profile = profile_from_status(path)
     assert profile.name == "gpu-pool"
-    small, medium, large = (profile.tiers[t] for t in Capacity)
-    assert (small.type, small.url, small.model) == (
-        "openai",
-        "http://gpu-pool-small.ns.svc/openai/v1",
-        "small",  # the operator serves each tier's model under the tier's name
-    )
-    assert large.url == "http://gpu-pool-large.ns.svc/openai/v1"
-    assert medium == large  # no endpoint yet: the nearest larger tier serves it
-    assert "medium uses large" in profile.description
+    assert profile.endpoints == {
+        # the operator serves each tier's model under the tier's name
+        Capacity.SMALL: Endpoint("http://gpu-pool-small.ns.svc/openai/v1", "small"),
+        Capacity.LARGE: Endpoint("http://gpu-pool-large.ns.svc/openai/v1", "large"),
+    }
+    tiers = profile.run_tiers()
+    try:
+        assert profile_note(tiers) == (
+            "profile gpu-pool: small: small at http://gpu-pool-small.ns.svc/openai/v1 (chat); "
+            "medium: no endpoint; large: large at http://gpu-pool-large.ns.svc/openai/v1 (chat)"
+        )
+        # no URL yet: the medium tier's agents fail as unavailable, no tier borrows another's
+        with pytest.raises(BackendError) as failed:
+            asyncio.run(tiers.backends[Capacity.MEDIUM].generate(GenerationRequest(messages=())))
+        assert failed.value.unavailable
+        assert not failed.value.transient  # fails at once, never retried
+        assert "tier medium has no endpoint in LemonCapacityProfile gpu-pool's status" in str(
+            failed.value.reason
+        )
+    finally:
+        asyncio.run(close_backends(tiers.backends))
 
 
 @pytest.mark.parametrize(

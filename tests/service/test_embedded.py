@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lemon_service.client import ClientConfig, LemonClient, run_options
+from lemon_api.client import ClientConfig, LemonClient, run_options
 from tests.service.conftest import ServeProcess
 from tests.service.test_rpcs import TASK
 

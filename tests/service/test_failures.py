@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from lemon_service.client import ClientConfig, LemonClient
+from lemon_api.client import ClientConfig, LemonClient
 from tests.service.conftest import OpenAIServer, ServeProcess
 from tests.service.test_rpcs import TASK
 

@@ -102,6 +102,7 @@ def test_a_run_uses_the_tiers_it_names_and_reports_its_trace(
         lambda c: c.get_run("tiers-1", wait_s=30, include_trace=True),
     )
     assert state.phase == pb.RunState.SUCCEEDED
+    assert state.failure == state.result.failure == pb.FAILURE_KIND_UNSPECIFIED
     assert state.result.answer == "The answer is 42."  # what the HTTP tier answers
     (solver,) = state.result.agents
     assert solver.model == f"openai:{tier.url}#small"
@@ -118,10 +119,18 @@ def test_a_tier_the_run_does_not_name_fails_its_agents(
     call(scripted_server.target, lambda c: c.submit_run(request))
     state = call(scripted_server.target, lambda c: c.get_run("missing-1", wait_s=30))
     assert state.phase == pb.RunState.FAILED
+    assert state.failure == state.result.failure == pb.FAILURE_KIND_TIER_UNAVAILABLE
     failed = [agent for agent in state.result.agents if agent.status == "failed"]
     assert failed
+    assert all(agent.capacity != "small" for agent in failed)  # nothing borrowed the small tier
+    assert {agent.failure for agent in failed} == {pb.FAILURE_KIND_TIER_UNAVAILABLE}
+    assert failed[0].attempts == 1  # unavailable at once: never retried
     assert "has no endpoint in this run's capacity profile" in failed[0].error
     assert state.error.startswith(f"agent {failed[0].name} ({failed[0].capacity}) failed")
+    skipped = [agent for agent in state.result.agents if agent.status == "skipped"]
+    assert {agent.failure for agent in skipped} <= {pb.FAILURE_KIND_DEPENDENCY}
+    assert state.result.profile == "run-tiers"
+    assert "no endpoint" in state.result.profile_note
 
 
 @pytest.mark.parametrize("tier", [30.0], indirect=True)
@@ -133,10 +142,26 @@ def test_cancelling_a_run_stops_its_agents_at_the_tier(
     assert wait_for(lambda: tier.count("start") == 1, timeout=20)
     state = call(scripted_server.target, lambda c: c.cancel_run("cancel-1"))
     assert state.phase == pb.RunState.CANCELLED
+    assert state.failure == pb.FAILURE_KIND_CANCELLED
     assert state.error == "cancelled by CancelRun"
     assert wait_for(lambda: tier.count("disconnected") == 1, timeout=20)
     again = call(scripted_server.target, lambda c: c.get_run("cancel-1"))
     assert again.phase == pb.RunState.CANCELLED
+
+
+@pytest.mark.parametrize("tier", [30.0], indirect=True)
+def test_a_run_past_its_deadline_fails_with_that_kind(
+    scripted_server: ServeProcess, tier: OpenAIServer
+) -> None:
+    request = submit("late-1", spec=ONE, tiers=tiers_at(tier, "small"), deadline_s=1.0)
+    call(scripted_server.target, lambda c: c.submit_run(request))
+    state = call(scripted_server.target, lambda c: c.get_run("late-1", wait_s=30))
+    assert state.phase == pb.RunState.FAILED
+    assert state.failure == state.result.failure == pb.FAILURE_KIND_DEADLINE
+    (solver,) = state.result.agents
+    assert solver.failure == pb.FAILURE_KIND_DEADLINE
+    assert state.error == state.result.error  # the run's own words: its deadline
+    assert wait_for(lambda: tier.count("disconnected") == 1, timeout=20)
 
 
 @pytest.mark.parametrize("tier", [30.0], indirect=True)

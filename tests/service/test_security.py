@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
-from lemon_service.client import ClientConfig, LemonClient
+from lemon_api.client import ClientConfig, LemonClient
 from tests.conftest import run_lemon
 from tests.service.conftest import ServeProcess
 from tests.service.test_rpcs import TASK

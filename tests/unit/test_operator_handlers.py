@@ -31,17 +31,7 @@ def condition(body: dict[str, Any] | None, kind: str) -> dict[str, Any]:
 
 
 def reconcile_profile(client: FakeClient, name: str = "default") -> None:
-    found = client.get(kube.PROFILES, namespace=NS, name=name)
-    assert found is not None
-    capacity_profiles.reconcile_profile(
-        client,
-        namespace=NS,
-        name=name,
-        uid=found["metadata"]["uid"],
-        generation=found["metadata"]["generation"],
-        spec=found["spec"],
-        status=found.get("status") or {},
-    )
+    capacity_profiles.reconcile_profile(client, namespace=NS, name=name)
 
 
 def ready(client: FakeClient, name: str) -> None:

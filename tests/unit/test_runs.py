@@ -1,5 +1,6 @@
 """LemonRun's pure parts: the resource model (and the rules the CRD's CEL repeats), cost,
-preview, planning a run from the objects it reads, the status of each phase, the manifests."""
+preview, planning a run from the objects it reads, the status of each phase, the manifests, and
+the service's answers in the operator's types (phase, failure kind, tokens)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from lemon.engine.results import FailureKind
 from lemon.events import (
     AgentFinished,
     Event,
@@ -21,31 +23,38 @@ from lemon.events import (
     decode_event,
     render_table,
 )
-from lemon.resources import TierStatus, crd
+from lemon.pricing import TierPrices
+from lemon.resources import CapacityProfileSpec, TierStatus, crd
 from lemon.resources.lemon_run import (
     LemonRunSpec,
+    LemonRunStatus,
     RunAgentStatus,
+    RunPhase,
     RunTokens,
+    TierEndpoint,
     answer_preview,
     needed_tiers,
-    tier_cost,
     tier_endpoint,
 )
 from lemon.spec import Capacity, parse_spec
+from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_operator import manifests
-from lemon_operator.orchestration import ServiceSettings
 from lemon_operator.run_plans import Ready, Refused, Waiting, plan_run, referenced
 from lemon_operator.run_results import (
+    FAILURE_REASONS,
     MAX_TRACE_BYTES,
     ServiceRun,
     failure_of,
     finished_status,
     pending_status,
     refused_status,
+    run_cost,
     running_status,
     trace_text,
 )
-from lemon_service.runs import bounded_trace
+from lemon_operator.service import client_config, service_run
+from lemon_service.convert import failure_kind
+from lemon_service.run_store import bounded_trace
 
 GOLDEN = Path(__file__).parent / "golden"
 SOURCES = {
@@ -54,6 +63,7 @@ SOURCES = {
     "policyRef": {"name": "router"},
 }
 AT = "2026-01-02T03:04:05Z"
+NO_PRICES = TierPrices.as_given({})
 
 
 @pytest.mark.parametrize(
@@ -108,10 +118,19 @@ def agent(name: str, tier: str, tokens: tuple[int, int], **extra: Any) -> RunAge
 
 def test_cost_prices_each_agents_tokens_at_its_tier() -> None:
     agents = [agent("a", "small", (100, 20)), agent("b", "large", (300, 50))]
-    prices = {"small": 0.000001, "large": 0.00001}
-    assert tier_cost(agents, prices=prices) == pytest.approx(120e-6 + 350e-5)
-    assert tier_cost(agents, prices={"small": 0.5}) == 60.0  # an unpriced tier costs nothing
-    assert tier_cost([], prices=prices) == 0.0
+    prices = TierPrices.as_given({"small": 0.000001, "large": 0.00001})
+    assert run_cost(agents, prices=prices) == pytest.approx(120e-6 + 350e-5)
+    only_small = TierPrices.as_given({"small": 0.5})  # a tier the profile lacks costs nothing
+    assert run_cost(agents, prices=only_small) == 60.0
+    assert run_cost([], prices=prices) == 0.0
+    # the profile's prices are its costPerToken, as given (dollars, not scaled to medium)
+    profile = CapacityProfileSpec.model_validate(
+        {
+            "small": {"model": "org/s", "costPerToken": 0.002},
+            "medium": {"model": "org/m", "costPerToken": 0.004},
+        }
+    )
+    assert profile.prices() == TierPrices(small=0.002, medium=0.004, large=0.0)
 
 
 @pytest.mark.parametrize(
@@ -143,7 +162,7 @@ def test_tier_endpoint_is_kserves_openai_path_and_the_tier_as_model() -> None:
     ready = TierStatus(
         tier=Capacity.MEDIUM, inference_service="p-medium", url="http://h/", ready=True
     )
-    assert tier_endpoint(ready) == ("http://h/openai/v1", "medium")
+    assert tier_endpoint(ready) == TierEndpoint(Capacity.MEDIUM, "http://h/openai/v1", "medium")
     assert tier_endpoint(ready.model_copy(update={"url": None})) is None
 
 
@@ -192,13 +211,13 @@ def test_an_inline_run_with_ready_tiers_is_planned_in_full() -> None:
     order = plan.order
     assert order.run_id == "uid-1"
     assert order.source == "LemonRun team-a/r1 (inline spec)"
-    assert order.tiers == [
-        ("small", "http://default-small.team-a/openai/v1", "small"),
-        ("medium", "http://default-medium.team-a/openai/v1", "medium"),
-    ]
+    assert order.tiers == (
+        TierEndpoint(Capacity.SMALL, "http://default-small.team-a/openai/v1", "small"),
+        TierEndpoint(Capacity.MEDIUM, "http://default-medium.team-a/openai/v1", "medium"),
+    )
     assert parse_spec(order.spec or "").spec.agents[1].depends_on == ["planner"]
     assert (order.max_tokens, order.deadline_s, order.policy) == (16, 60.0, None)
-    assert plan.prices == {"small": 0.001, "medium": 0.002}
+    assert plan.prices == TierPrices(small=0.001, medium=0.002, large=0.0)
     assert plan.profile == "default"
 
 
@@ -206,7 +225,6 @@ def test_an_inline_run_with_ready_tiers_is_planned_in_full() -> None:
     ("found", "reason"),
     [
         (None, "ProfileNotFound"),
-        ({"spec": {"small": {"model": "org/small"}}}, "TierNotInProfile"),
         (profile(ready=("small",)), "TiersNotReady"),
         ({"spec": {"small": {"model": "bad model"}}}, "ProfileInvalid"),
     ],
@@ -218,6 +236,25 @@ def test_runs_wait_for_their_profile_and_tiers(found: dict[str, Any] | None, rea
     assert plan.tiers_ready is False
     if reason == "TiersNotReady":
         assert plan.message == "waiting for medium of profile default"
+
+
+def test_a_tier_the_profile_does_not_serve_fails_the_run_and_is_never_waited_for() -> None:
+    small_only = {"metadata": {"name": "default"}, "spec": {"small": {"model": "org/small"}}}
+    plan = plan_run(run_body({"spec": PAIR}), source=None, profile_of=lambda _: small_only)
+    assert isinstance(plan, Refused)
+    assert plan.reason == "TierNotInProfile"
+    assert "profile default has no medium tier" in plan.message
+    # a policy may write any team: it gets the tiers the profile has, and the service fails
+    # the agents on any other (tests/service/test_runs.py)
+    served = profile()
+    served["spec"].pop("medium")
+    served["status"]["tiers"] = served["status"]["tiers"][:1]
+    router = {"metadata": {"name": "router"},
+              "status": {"ready": True, "url": "http://router", "servedVersion": "v1"}}  # fmt: skip
+    ready = plan_run(run_body({"policyRef": {"name": "router"}}), source=router,
+                     profile_of=lambda _: served)  # fmt: skip
+    assert isinstance(ready, Ready)
+    assert [t.tier for t in ready.order.tiers] == [Capacity.SMALL]
 
 
 def test_an_invalid_inline_spec_is_refused_with_its_errors() -> None:
@@ -270,13 +307,13 @@ def test_a_policy_ref_waits_for_the_served_version_then_uses_every_tier() -> Non
     assert plan.order.policy.url == "http://router-policy.team-a/openai/v1"
     assert plan.order.policy.model == "router"
     assert plan.order.policy.name == "LemonPolicy team-a/router@v2"
-    assert [tier for tier, _, _ in plan.order.tiers] == ["small", "medium"]
+    assert [endpoint.tier for endpoint in plan.order.tiers] == [Capacity.SMALL, Capacity.MEDIUM]
 
 
 # ── statuses ──────────────────────────────────────────────────────────────────────────────
 
 
-def service_run(phase: str = "succeeded", **extra: Any) -> ServiceRun:
+def a_run(phase: RunPhase = RunPhase.SUCCEEDED, **extra: Any) -> ServiceRun:
     agents = (
         agent("planner", "small", (100, 10), model="openai:x#small", latency_seconds=0.5),
         agent("solver", "medium", (200, 20), model="openai:y#medium", latency_seconds=1.5),
@@ -300,8 +337,8 @@ def test_a_succeeded_run_records_answer_agents_tokens_and_cost() -> None:
         run_id="uid-1", profile="default", target="svc:50051", generation=1, at=AT, previous={}
     )
     status = finished_status(
-        service_run(),
-        prices={"small": 0.001, "medium": 0.002},
+        a_run(),
+        prices=TierPrices.as_given({"small": 0.001, "medium": 0.002}),
         trace="r1-trace",
         generation=1,
         at=AT,
@@ -337,7 +374,7 @@ def test_a_run_that_finished_before_running_was_written_is_submitted() -> None:
                              tiers_ready=False, generation=1, at=AT, previous={})  # fmt: skip
     later = "2027-01-01T00:00:00Z"
     status = finished_status(
-        service_run(), prices={}, trace=None, generation=1, at=later, previous=pending
+        a_run(), prices=NO_PRICES, trace=None, generation=1, at=later, previous=pending
     )
     conditions = {c["type"]: c for c in status["conditions"]}
     assert {kind: c["status"] for kind, c in conditions.items()} == {
@@ -348,8 +385,9 @@ def test_a_run_that_finished_before_running_was_written_is_submitted() -> None:
 
 
 def test_a_failed_run_names_the_failed_agent_and_keeps_no_answer() -> None:
-    failed = service_run(
-        "failed",
+    failed = a_run(
+        RunPhase.FAILED,
+        failure=FailureKind.AGENT_FAILED,
         answer="",
         error="agent solver (medium) failed after 4 attempt(s): connection refused",
         agents=(
@@ -358,7 +396,8 @@ def test_a_failed_run_names_the_failed_agent_and_keeps_no_answer() -> None:
         ),
     )
     assert failure_of(failed) is not None
-    status = finished_status(failed, prices={}, trace=None, generation=1, at=AT, previous={})
+    status = finished_status(failed, prices=NO_PRICES, trace=None, generation=1, at=AT, previous={})
+    LemonRunStatus.model_validate(status)  # what is written is the model's JSON
     assert status["phase"] == "Failed"
     assert "answer" not in status
     assert status["message"].startswith("agent solver (medium) failed")
@@ -366,18 +405,81 @@ def test_a_failed_run_names_the_failed_agent_and_keeps_no_answer() -> None:
     assert (succeeded["status"], succeeded["reason"]) == ("False", "AgentFailed")
 
 
+def state(phase: int, failure: FailureKind | None = None, **fields: Any) -> pb.RunState:
+    """What the service answers, its failure kind written by the service's own conversion."""
+    return pb.RunState(run_id="uid-1", phase=phase, failure=failure_kind(failure), **fields)
+
+
 @pytest.mark.parametrize(
-    ("run", "reason"),
+    ("answer", "phase", "reason"),
     [
-        (service_run(), None),
-        (service_run("cancelled", error="cancelled by CancelRun"), "Cancelled"),
-        (service_run("failed", run_error="run deadline of 5 s reached"), "DeadlineExceeded"),
-        (service_run("failed", agents=(), error="INTERNAL: boom"), "ServiceError"),
+        (state(pb.RunState.SUCCEEDED), RunPhase.SUCCEEDED, None),
+        (state(pb.RunState.QUEUED), RunPhase.RUNNING, None),
+        (state(pb.RunState.RUNNING), RunPhase.RUNNING, None),
+        (
+            state(pb.RunState.CANCELLED, FailureKind.CANCELLED, error="cancelled by CancelRun"),
+            RunPhase.FAILED,
+            "Cancelled",
+        ),
+        (
+            state(pb.RunState.FAILED, FailureKind.DEADLINE, error="run deadline of 5 s reached"),
+            RunPhase.FAILED,
+            "DeadlineExceeded",
+        ),
+        (
+            state(pb.RunState.FAILED, FailureKind.TIER_UNAVAILABLE, error="agent a (large) failed"),
+            RunPhase.FAILED,
+            "TierUnavailable",
+        ),
+        (
+            state(pb.RunState.FAILED, FailureKind.AGENT_FAILED, error="agent a (small) failed"),
+            RunPhase.FAILED,
+            "AgentFailed",
+        ),
+        (
+            state(pb.RunState.FAILED, FailureKind.INVALID_SPEC, error="INVALID_ARGUMENT: spec"),
+            RunPhase.FAILED,
+            "SpecInvalid",
+        ),
+        (state(pb.RunState.FAILED, error="INTERNAL: boom"), RunPhase.FAILED, "ServiceError"),
+        (state(pb.RunState.PHASE_UNSPECIFIED), RunPhase.FAILED, "ServiceError"),
     ],
 )
-def test_failures_are_classified(run: ServiceRun, reason: str | None) -> None:
-    failure = failure_of(run)
+def test_the_services_answer_is_read_as_its_phase_and_failure_kind(
+    answer: pb.RunState, phase: RunPhase, reason: str | None
+) -> None:
+    run = service_run(answer)
+    assert run.phase is phase
+    assert run.finished == (phase is not RunPhase.RUNNING)
+    failure = failure_of(run) if run.finished else None
     assert (failure.reason if failure else None) == reason
+    if failure is not None and answer.error:
+        assert failure.message == answer.error
+
+
+def test_every_failure_kind_crosses_the_proto_and_has_a_reason() -> None:
+    for kind in FailureKind:
+        run = service_run(state(pb.RunState.FAILED, kind))
+        assert run.failure is kind
+        assert FAILURE_REASONS[kind]
+    assert service_run(state(pb.RunState.SUCCEEDED)).failure is None
+
+
+def test_the_services_result_becomes_the_runs_agents_and_typed_tokens() -> None:
+    result = pb.RunResponse(
+        answer="8",
+        spec="agents: []\n",
+        agents=[pb.AgentReport(name="solver", role="math_solver", capacity="medium",
+                               model="openai:x#medium", status="succeeded", prompt_tokens=20,
+                               completion_tokens=5, latency_s=0.123456, attempts=1)],
+        tokens=pb.Tokens(prompt=20, completion=5, total=25),
+        wall_s=0.5,
+    )  # fmt: skip
+    run = service_run(state(pb.RunState.SUCCEEDED, result=result, trace=["{}"]))
+    assert run.tokens == RunTokens(prompt=20, completion=5, total=25)
+    (solver,) = run.agents
+    assert (solver.tier, solver.tokens, solver.latency_seconds) == ("medium", 25, 0.1235)
+    assert (run.answer, run.trace) == ("8", ("{}",))
 
 
 def test_pending_says_why_and_keeps_transition_times_while_it_holds() -> None:
@@ -450,14 +552,16 @@ def test_trace_config_map_and_spec_run_match_golden() -> None:
 
 
 def test_service_settings_come_from_the_environment(tmp_path: Path) -> None:
-    assert ServiceSettings.from_env({}) is None
-    settings = ServiceSettings.from_env({
+    assert client_config({}) is None
+    config = client_config({
         "LEMON_SERVICE_TARGET": "lemon-service.lemon.svc:50051",
         "LEMON_SERVICE_TOKEN_FILE": str(tmp_path / "token"),
         "LEMON_SERVICE_TLS_CA": "/etc/ca.crt",
     })  # fmt: skip
-    assert settings is not None
-    assert settings.target == "lemon-service.lemon.svc:50051"
-    assert settings.tls_ca == Path("/etc/ca.crt")
+    assert config is not None
+    assert config.target == "lemon-service.lemon.svc:50051"
+    assert config.tls_ca == Path("/etc/ca.crt")
     (tmp_path / "token").write_text("s3cret\n")
-    assert settings.metadata() == (("authorization", "Bearer s3cret"),)
+    assert config.metadata() == (("authorization", "Bearer s3cret"),)
+    (tmp_path / "token").write_text("rotated\n")  # read at each call: a rotated Secret
+    assert config.metadata() == (("authorization", "Bearer rotated"),)

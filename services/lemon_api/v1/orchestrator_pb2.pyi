@@ -7,6 +7,23 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAILURE_KIND_UNSPECIFIED: _ClassVar[FailureKind]
+    FAILURE_KIND_DEADLINE: _ClassVar[FailureKind]
+    FAILURE_KIND_TIER_UNAVAILABLE: _ClassVar[FailureKind]
+    FAILURE_KIND_AGENT_FAILED: _ClassVar[FailureKind]
+    FAILURE_KIND_DEPENDENCY: _ClassVar[FailureKind]
+    FAILURE_KIND_CANCELLED: _ClassVar[FailureKind]
+    FAILURE_KIND_INVALID_SPEC: _ClassVar[FailureKind]
+FAILURE_KIND_UNSPECIFIED: FailureKind
+FAILURE_KIND_DEADLINE: FailureKind
+FAILURE_KIND_TIER_UNAVAILABLE: FailureKind
+FAILURE_KIND_AGENT_FAILED: FailureKind
+FAILURE_KIND_DEPENDENCY: FailureKind
+FAILURE_KIND_CANCELLED: FailureKind
+FAILURE_KIND_INVALID_SPEC: FailureKind
+
 class RunOptions(_message.Message):
     __slots__ = ("max_tokens", "seed", "template")
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -86,7 +103,7 @@ class Tokens(_message.Message):
     def __init__(self, prompt: _Optional[int] = ..., completion: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class AgentReport(_message.Message):
-    __slots__ = ("name", "role", "capacity", "model", "status", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "reused", "error", "output")
+    __slots__ = ("name", "role", "capacity", "model", "status", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "reused", "error", "output", "failure")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +116,7 @@ class AgentReport(_message.Message):
     REUSED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     capacity: str
@@ -111,10 +129,11 @@ class AgentReport(_message.Message):
     reused: bool
     error: str
     output: str
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., capacity: _Optional[str] = ..., model: _Optional[str] = ..., status: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_s: _Optional[float] = ..., attempts: _Optional[int] = ..., reused: _Optional[bool] = ..., error: _Optional[str] = ..., output: _Optional[str] = ...) -> None: ...
+    failure: FailureKind
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., capacity: _Optional[str] = ..., model: _Optional[str] = ..., status: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_s: _Optional[float] = ..., attempts: _Optional[int] = ..., reused: _Optional[bool] = ..., error: _Optional[str] = ..., output: _Optional[str] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class RunResponse(_message.Message):
-    __slots__ = ("request_id", "status", "answer", "spec", "spec_origin", "agents", "tokens", "wall_s", "error", "profile", "profile_note", "critical_path", "calls")
+    __slots__ = ("request_id", "status", "answer", "spec", "spec_origin", "agents", "tokens", "wall_s", "error", "profile", "profile_note", "critical_path", "calls", "failure")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +147,7 @@ class RunResponse(_message.Message):
     PROFILE_NOTE_FIELD_NUMBER: _ClassVar[int]
     CRITICAL_PATH_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     status: str
     answer: str
@@ -141,7 +161,8 @@ class RunResponse(_message.Message):
     profile_note: str
     critical_path: _containers.RepeatedScalarFieldContainer[str]
     calls: int
-    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[str] = ..., answer: _Optional[str] = ..., spec: _Optional[str] = ..., spec_origin: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ..., tokens: _Optional[_Union[Tokens, _Mapping]] = ..., wall_s: _Optional[float] = ..., error: _Optional[str] = ..., profile: _Optional[str] = ..., profile_note: _Optional[str] = ..., critical_path: _Optional[_Iterable[str]] = ..., calls: _Optional[int] = ...) -> None: ...
+    failure: FailureKind
+    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[str] = ..., answer: _Optional[str] = ..., spec: _Optional[str] = ..., spec_origin: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ..., tokens: _Optional[_Union[Tokens, _Mapping]] = ..., wall_s: _Optional[float] = ..., error: _Optional[str] = ..., profile: _Optional[str] = ..., profile_note: _Optional[str] = ..., critical_path: _Optional[_Iterable[str]] = ..., calls: _Optional[int] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class SpecReady(_message.Message):
     __slots__ = ("origin", "output", "levels")
@@ -286,7 +307,7 @@ class CancelRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class RunState(_message.Message):
-    __slots__ = ("run_id", "phase", "created", "result", "error", "trace", "age_s")
+    __slots__ = ("run_id", "phase", "created", "result", "error", "trace", "age_s", "failure")
     class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         PHASE_UNSPECIFIED: _ClassVar[RunState.Phase]
@@ -308,6 +329,7 @@ class RunState(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TRACE_FIELD_NUMBER: _ClassVar[int]
     AGE_S_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     phase: RunState.Phase
     created: bool
@@ -315,4 +337,5 @@ class RunState(_message.Message):
     error: str
     trace: _containers.RepeatedScalarFieldContainer[str]
     age_s: float
-    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[_Union[RunState.Phase, str]] = ..., created: _Optional[bool] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ..., error: _Optional[str] = ..., trace: _Optional[_Iterable[str]] = ..., age_s: _Optional[float] = ...) -> None: ...
+    failure: FailureKind
+    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[_Union[RunState.Phase, str]] = ..., created: _Optional[bool] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ..., error: _Optional[str] = ..., trace: _Optional[_Iterable[str]] = ..., age_s: _Optional[float] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...

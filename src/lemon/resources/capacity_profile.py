@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
+from lemon.pricing import TierPrices
 from lemon.spec.models import ApiVersion, Capacity, ObjectMeta
 
 __all__ = [
@@ -96,6 +97,11 @@ class CapacityProfileSpec(_Camel):
         """The tiers present, smallest first."""
         found = {tier: getattr(self, tier.value) for tier in Capacity}
         return {tier: spec for tier, spec in found.items() if spec is not None}
+
+    def prices(self) -> TierPrices:
+        """Each tier's ``costPerToken``, in dollars (a tier the profile lacks costs nothing:
+        nothing runs on it)."""
+        return TierPrices.as_given({t: spec.cost_per_token for t, spec in self.tiers().items()})
 
 
 class LemonCapacityProfile(BaseModel):

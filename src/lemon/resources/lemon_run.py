@@ -8,13 +8,16 @@ status; the service executes it once, keyed by the run's id (the object's uid), 
 writes the answer, each agent's tokens and the tier-priced cost into ``status``.
 
 The spec of a run is immutable (a CEL transition rule): a new task is a new run. The pure
-helpers here (:func:`tier_cost`, :func:`answer_preview`, :func:`needed_tiers`) are what the
-operator uses to build the status, so they are unit-tested without a cluster.
+helpers here (:func:`answer_preview`, :func:`needed_tiers`, :func:`tier_endpoint`) are what the
+operator uses to plan a run and build its status, so they are unit-tested without a cluster; the
+cost is :class:`lemon.pricing.TierPrices` at the profile's ``costPerToken`` (the one notion of
+cost, here in the profile's currency).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -37,15 +40,25 @@ __all__ = [
     "RunAgentStatus",
     "RunPhase",
     "RunTokens",
+    "TierEndpoint",
     "answer_preview",
     "needed_tiers",
-    "tier_cost",
     "tier_endpoint",
 ]
 
 RUN_KIND = "LemonRun"
-RunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
-TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
+
+
+class RunPhase(StrEnum):
+    # where a run is, as ``status.phase`` says (no docstring: the field's description is the
+    # CRD's)
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+TERMINAL_PHASES: frozenset[RunPhase] = frozenset({RunPhase.SUCCEEDED, RunPhase.FAILED})
 MAX_ANSWER_CHARS = 16_384
 """The answer kept in status (longer answers are cut; the trace ConfigMap has the agents'
 outputs). Keeps the object far below etcd's 1.5 MiB limit."""
@@ -220,13 +233,6 @@ class LemonRun(BaseModel):
     spec: LemonRunSpec
 
 
-def tier_cost(agents: Iterable[RunAgentStatus], *, prices: Mapping[str, float]) -> float:
-    """Dollars for the run: each agent's tokens at its tier's price per token (a tier the
-    profile does not price costs nothing). Rounded to 1e-12 so float noise never shows."""
-    total = sum(agent.tokens * prices.get(agent.tier, 0.0) for agent in agents)
-    return round(total, 12)
-
-
 def answer_preview(answer: str | None) -> str | None:
     """The answer's first non-empty line, at most ``ANSWER_PREVIEW_CHARS`` characters (an
     ellipsis marks a cut), for ``kubectl get lrun``."""
@@ -251,10 +257,19 @@ def needed_tiers(spec: Spec, *, roles: RoleLibrary | None = None) -> list[Capaci
     return [tier for tier in Capacity if tier in used]
 
 
-def tier_endpoint(status: TierStatus) -> tuple[str, str] | None:
-    """The OpenAI base URL and model name of a tier's InferenceService, or None before KServe
-    reports a URL. The model name is the tier's: the operator starts every tier's server with
-    ``--model_name=<tier>``."""
+@dataclass(frozen=True, slots=True)
+class TierEndpoint:
+    """One tier's OpenAI-compatible endpoint: its base URL (``…/openai/v1``) and the model name
+    served there."""
+
+    tier: Capacity
+    url: str
+    model: str
+
+
+def tier_endpoint(status: TierStatus) -> TierEndpoint | None:
+    """The endpoint of a tier's InferenceService, or None before KServe reports a URL. The model
+    name is the tier's: the operator starts every tier's server with ``--model_name=<tier>``."""
     if not status.url:
         return None
-    return status.url.rstrip("/") + KSERVE_OPENAI_PATH, status.tier.value
+    return TierEndpoint(status.tier, status.url.rstrip("/") + KSERVE_OPENAI_PATH, status.tier.value)

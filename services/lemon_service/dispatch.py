@@ -1,29 +1,34 @@
-"""The core, as the servicer calls it: one profile, its backends built once per process, and
-the admission control that bounds how many runs execute and wait."""
+"""Admission and dispatch: the server's tiers (backends built once per process), and the
+admission control that bounds how many runs execute and wait before each is handed to the
+core (:func:`lemon.orchestration.run_task`, which runs the engine).
+
+:class:`Dispatcher` is what the servicer and the run store call: it checks a request against
+the server's limits, admits it (:class:`Admission`) and runs it on the server's tiers, or on a
+run's own (a LemonRun's endpoints); :class:`RunStats` counts what ran, for the metrics.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import math
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from lemon.backends.base import Backend, Decoding
-from lemon.capacity import CapacityProfile, build_backends, close_backends
+from lemon.backends.base import Decoding
+from lemon.capacity import close_backends
 from lemon.engine.executor import ExecutionOptions
 from lemon.engine.results import RunResult
 from lemon.events import TraceWriter
-from lemon.orchestration import TaskRun, run_task
+from lemon.orchestration import RunTiers, TaskRun, run_task
 from lemon.policy.inference import SpecPolicy
 from lemon.policy.template import TemplateVariant
-from lemon.spec.models import Capacity
 from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
 from lemon_service.settings import Limits
 from lemon_service.status_codes import BadRequest, LimitExceeded, RunDeadline
 
-__all__ = ["Admission", "Engine", "EngineStats", "RunRequest", "Ticket"]
+__all__ = ["Admission", "Dispatcher", "RunRequest", "RunStats", "Ticket"]
 
 DEADLINE_MARGIN_S = 0.05
 """The run ends this much before the call's deadline, so the server still answers with why."""
@@ -89,8 +94,8 @@ class Ticket:
             self._closed = True
 
 
-class EngineStats:
-    """What the engine has done since it started (the metrics endpoint reads it)."""
+class RunStats:
+    """What the server has run since it started (the metrics endpoint reads it)."""
 
     def __init__(self) -> None:
         self.runs: Counter[str] = Counter()
@@ -143,25 +148,25 @@ class RunRequest:
         self.template = variant
 
 
-class Engine:
-    """Runs requests on one capacity profile; backends live as long as the server."""
+class Dispatcher:
+    """Admits requests and runs them on the server's tiers (whose backends it owns: they live
+    as long as the server) or on a run's own."""
 
     def __init__(
         self,
-        profile: CapacityProfile,
+        tiers: RunTiers,
         *,
         limits: Limits,
         roles: RoleLibrary | None = None,
         policy: SpecPolicy | None = None,
     ) -> None:
-        self.profile = profile
+        self.tiers = tiers
         self.limits = limits
         self.roles = roles or default_roles()
         self.policy = policy
         """Writes the spec for Orchestrate (None: the template policy); shared by all calls."""
-        self.backends: Mapping[Capacity, Backend] = build_backends(profile)
         self.admission = Admission(running=limits.max_concurrency, waiting=limits.max_waiting)
-        self.stats = EngineStats()
+        self.stats = RunStats()
 
     def parse(self, text: str, *, source: str) -> ParsedSpec:
         """Validate a spec with the server's roles (raises ``SpecError``, located)."""
@@ -187,12 +192,11 @@ class Engine:
         *,
         deadline_s: float,
         trace: TraceWriter,
-        profile: CapacityProfile | None = None,
-        backends: Mapping[Capacity, Backend] | None = None,
+        tiers: RunTiers | None = None,
         policy: SpecPolicy | None = None,
     ) -> TaskRun:
-        """One run, admission already settled; ``profile`` with ``backends`` and ``policy``
-        replace the server's own for this run (a LemonRun's tiers and policy)."""
+        """One run, admission already settled; ``tiers`` and ``policy`` replace the server's
+        own for this run (a LemonRun's tiers and policy)."""
         options = ExecutionOptions(
             decoding=Decoding(max_tokens=request.max_tokens, seed=request.seed),
             deadline_s=deadline_s,
@@ -200,12 +204,11 @@ class Engine:
         )
         result = await run_task(
             request.task,
-            profile=profile or self.profile,
+            tiers=tiers or self.tiers,
             parsed=request.parsed,
             roles=self.roles,
             options=options,
             trace=trace,
-            backends=backends or self.backends,
             template_variant=request.template,
             policy=policy or self.policy,
         )
@@ -213,6 +216,6 @@ class Engine:
         return result
 
     async def aclose(self) -> None:
-        await close_backends(self.backends)
+        await close_backends(self.tiers.backends)
         if self.policy is not None:
             await self.policy.aclose()

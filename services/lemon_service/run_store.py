@@ -23,13 +23,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from lemon.engine.results import AgentStatus, RunResult, RunStatus
+from lemon.engine.results import FailureKind, RunResult, RunStatus
 from lemon.events import Event, TraceTruncated, TraceWriter, encode_event
 from lemon.orchestration import TaskRun
 from lemon.spec.models import Capacity
+from lemon_service.dispatch import Dispatcher, RunRequest, Ticket
 from lemon_service.endpoints import Endpoint, EndpointPool, run_policy
-from lemon_service.engine import Engine, RunRequest, Ticket
-from lemon_service.status_codes import LimitExceeded, RunConflict, RunNotFound, status_for
+from lemon_service.status_codes import (
+    LimitExceeded,
+    RunConflict,
+    RunNotFound,
+    exception_failure,
+    status_for,
+)
 
 __all__ = [
     "DEFAULT_TRACE_BYTES",
@@ -47,6 +53,9 @@ _OUTPUT_CHARS = 2000
 
 
 class RunPhase(StrEnum):
+    """Where a run kept by id is: the service's one phase vocabulary (mapped once, to
+    ``lemon.v1.RunState.Phase``, in :mod:`lemon_service.convert`)."""
+
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -82,26 +91,33 @@ class RunRecord:
     phase: RunPhase = RunPhase.QUEUED
     result: TaskRun | None = None
     error: str = ""
+    failure: FailureKind | None = None
+    """Why it failed or was cancelled: the result's failure kind, else the exception's."""
     trace: TraceWriter = field(default_factory=TraceWriter)
     finished: float | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
-    def finish(self, phase: RunPhase, *, error: str = "") -> None:
+    def finish(
+        self, phase: RunPhase, *, error: str = "", failure: FailureKind | None = None
+    ) -> None:
         self.phase = phase
         self.error = error
+        self.failure = failure
         self.finished = time.monotonic()
         self.done.set()
 
 
 def _failure(result: RunResult) -> str:
-    """Why a finished run failed: the first failed agent and its error, else the run's."""
-    for agent in result.agents:
-        if agent.status == AgentStatus.FAILED:
-            return (
-                f"agent {agent.name} ({agent.capacity}) failed after {agent.attempts} "
-                f"attempt(s): {agent.error}"
-            )
+    """Why a finished run failed, in words: past its deadline, the run's error; else the first
+    agent that failed as the run did (its tier, attempts and error), else the run's error."""
+    if result.failure not in (None, FailureKind.DEADLINE):
+        for agent in result.agents:
+            if agent.failure is result.failure:
+                return (
+                    f"agent {agent.name} ({agent.capacity}) failed after {agent.attempts} "
+                    f"attempt(s): {agent.error}"
+                )
     return result.error or "the run failed"
 
 
@@ -140,9 +156,9 @@ class RunStore:
     """The server's runs by id (see the module's docstring for the guarantees)."""
 
     def __init__(
-        self, engine: Engine, *, pool: EndpointPool, retention_s: float, max_runs: int
+        self, dispatcher: Dispatcher, *, pool: EndpointPool, retention_s: float, max_runs: int
     ) -> None:
-        self.engine = engine
+        self.dispatcher = dispatcher
         self.pool = pool
         self.retention_s = retention_s
         self.max_runs = max_runs
@@ -161,7 +177,7 @@ class RunStore:
         self._expire()
         if len(self._runs) >= self.max_runs:
             raise LimitExceeded(f"server holds {len(self._runs)} runs (limit {self.max_runs})")
-        ticket = self.engine.admission.admit()  # LimitExceeded: nothing recorded
+        ticket = self.dispatcher.admission.admit()  # LimitExceeded: nothing recorded
         record = RunRecord(submission.run_id, submission.source, submission.fingerprint)
         self._runs[record.run_id] = record
         record.task = asyncio.get_running_loop().create_task(
@@ -176,38 +192,43 @@ class RunStore:
                 record.phase = RunPhase.RUNNING
                 log.info("run %s (%s): started", record.run_id, record.source)
                 result = await self._run(record, submission)
-            phase = RunPhase.SUCCEEDED if result.status == RunStatus.SUCCEEDED else RunPhase.FAILED
             record.result = result
-            record.finish(phase, error="" if phase == RunPhase.SUCCEEDED else _failure(result))
+            if result.status == RunStatus.SUCCEEDED:
+                record.finish(RunPhase.SUCCEEDED)
+            else:
+                record.finish(RunPhase.FAILED, error=_failure(result), failure=result.failure)
         except asyncio.CancelledError:
             ticket.close()
-            record.finish(RunPhase.CANCELLED, error=record.error or "cancelled")
+            record.finish(
+                RunPhase.CANCELLED,
+                error=record.error or "cancelled",
+                failure=FailureKind.CANCELLED,
+            )
         except Exception as exc:
             ticket.close()
             code, message = status_for(exc)
-            record.finish(RunPhase.FAILED, error=f"{code.name}: {message}")
+            record.finish(
+                RunPhase.FAILED, error=f"{code.name}: {message}", failure=exception_failure(exc)
+            )
         log.info("run %s (%s): %s %s", record.run_id, record.source, record.phase, record.error)
 
     async def _run(self, record: RunRecord, submission: Submission) -> TaskRun:
-        deadline = self.engine.budget(None)
+        deadline = self.dispatcher.budget(None)
         if submission.deadline_s > 0:
             deadline = min(deadline, submission.deadline_s)
         if not submission.tiers and submission.policy is None:
-            return await self.engine.execute(
+            return await self.dispatcher.execute(
                 submission.request, deadline_s=deadline, trace=record.trace
             )
-        async with self.pool.lease(
-            submission.tiers, policy=submission.policy, name=submission.source
-        ) as (tiers, writer):
+        async with self.pool.lease(submission.tiers, policy=submission.policy) as (tiers, writer):
             policy = None
             if writer is not None:
                 policy = run_policy(writer, name=submission.policy_name or str(submission.policy))
-            return await self.engine.execute(
+            return await self.dispatcher.execute(
                 submission.request,
                 deadline_s=deadline,
                 trace=record.trace,
-                profile=tiers.profile if submission.tiers else None,
-                backends=tiers.backends if submission.tiers else None,
+                tiers=tiers if submission.tiers else None,
                 policy=policy,
             )
 

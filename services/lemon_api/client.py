@@ -1,14 +1,24 @@
-"""A Python client of ``lemon.v1.Orchestrator`` (grpc.aio), as ``lemon client`` uses it."""
+"""The one typed client of ``lemon.v1.Orchestrator`` (grpc.aio): ``lemon client`` and the
+Kubernetes operator (for ``LemonRun``) both call the service through it.
+
+Hand-written (the stubs under ``lemon_api.v1`` are generated) and, like the rest of the
+package, importing only grpc and protobuf: each side converts the messages to its own types
+(the service's run store, the operator's run status), so neither edge package imports the
+other. Errors are grpc's own (``grpc.aio.AioRpcError`` with the status code of the service's
+one table); what a status code means to a caller is the caller's to decide.
+
+The channel opens on the first call, in the caller's event loop (a grpc.aio channel belongs to
+the loop it was opened in), so a client can be built before that loop runs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from pydantic import BaseModel, ConfigDict, Field
 
 from lemon_api.channels import open_channel
 from lemon_api.v1 import orchestrator_pb2 as pb
@@ -16,12 +26,19 @@ from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 
 __all__ = ["ClientConfig", "LemonClient", "run_options"]
 
+DEFAULT_TARGET = "127.0.0.1:50051"
 
-class ClientConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    target: str = "127.0.0.1:50051"
-    token: str | None = Field(default=None, repr=False)
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Where the service is and how to reach it."""
+
+    target: str = DEFAULT_TARGET
+    token: str | None = field(default=None, repr=False)
+    """The bearer token (``authorization: Bearer TOKEN`` on every call)."""
+    token_file: Path | None = None
+    """A file holding the bearer token, read at each call (a mounted Secret may be rotated);
+    used when ``token`` is None."""
     tls_ca: Path | None = None
     """Trust this CA (turns TLS on)."""
     tls_cert: Path | None = None
@@ -41,6 +58,14 @@ class ClientConfig(BaseModel):
             max_message_bytes=self.max_message_bytes,
         )
 
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call metadata: the bearer token, if any (``OSError`` when its file is
+        unreadable)."""
+        token = self.token
+        if token is None and self.token_file is not None:
+            token = self.token_file.read_text(encoding="utf-8").strip()
+        return (("authorization", f"Bearer {token}"),) if token else ()
+
 
 def run_options(
     *, max_tokens: int = 0, seed: int | None = None, template: str = ""
@@ -56,11 +81,18 @@ class LemonClient:
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         self.config = config or ClientConfig()
-        self._channel = self.config.channel()
-        self._stub = pb_grpc.OrchestratorStub(self._channel)  # type: ignore[no-untyped-call]
-        self._health = health_pb2_grpc.HealthStub(self._channel)
-        token = self.config.token
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.OrchestratorStub | None = None
+
+    @property
+    def target(self) -> str:
+        return self.config.target
+
+    def _orchestrator(self) -> pb_grpc.OrchestratorStub:
+        if self._stub is None:
+            self._channel = self.config.channel()
+            self._stub = pb_grpc.OrchestratorStub(self._channel)  # type: ignore[no-untyped-call]
+        return self._stub
 
     async def __aenter__(self) -> LemonClient:
         return self
@@ -74,7 +106,9 @@ class LemonClient:
         await self.close()
 
     async def close(self) -> None:
-        await self._channel.close()
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = self._stub = None
 
     async def orchestrate(
         self,
@@ -85,8 +119,8 @@ class LemonClient:
         timeout: float | None = None,
     ) -> pb.RunResponse:
         request = pb.OrchestrateRequest(task=task, options=options, request_id=request_id)
-        response: pb.RunResponse = await self._stub.Orchestrate(
-            request, timeout=timeout, metadata=self._metadata
+        response: pb.RunResponse = await self._orchestrator().Orchestrate(
+            request, timeout=timeout, metadata=self.config.metadata()
         )
         return response
 
@@ -99,7 +133,9 @@ class LemonClient:
         timeout: float | None = None,
     ) -> AsyncIterator[pb.RunEvent]:
         request = pb.OrchestrateRequest(task=task, options=options, request_id=request_id)
-        call = self._stub.StreamOrchestrate(request, timeout=timeout, metadata=self._metadata)
+        call = self._orchestrator().StreamOrchestrate(
+            request, timeout=timeout, metadata=self.config.metadata()
+        )
         try:
             async for event in call:
                 yield event
@@ -119,8 +155,8 @@ class LemonClient:
         request = pb.ExecuteSpecRequest(
             task=task, spec=spec, source=source, options=options, request_id=request_id
         )
-        response: pb.RunResponse = await self._stub.ExecuteSpec(
-            request, timeout=timeout, metadata=self._metadata
+        response: pb.RunResponse = await self._orchestrator().ExecuteSpec(
+            request, timeout=timeout, metadata=self.config.metadata()
         )
         return response
 
@@ -128,8 +164,8 @@ class LemonClient:
         self, spec: str, *, source: str = "", timeout: float | None = None
     ) -> pb.ValidateSpecResponse:
         request = pb.ValidateSpecRequest(spec=spec, source=source)
-        response: pb.ValidateSpecResponse = await self._stub.ValidateSpec(
-            request, timeout=timeout, metadata=self._metadata
+        response: pb.ValidateSpecResponse = await self._orchestrator().ValidateSpec(
+            request, timeout=timeout, metadata=self.config.metadata()
         )
         return response
 
@@ -137,8 +173,8 @@ class LemonClient:
         self, request: pb.SubmitRunRequest, *, timeout: float | None = None
     ) -> pb.RunState:
         """Start run ``request.run_id`` (or answer its state when it exists: created false)."""
-        state: pb.RunState = await self._stub.SubmitRun(
-            request, timeout=timeout, metadata=self._metadata
+        state: pb.RunState = await self._orchestrator().SubmitRun(
+            request, timeout=timeout, metadata=self.config.metadata()
         )
         return state
 
@@ -152,20 +188,25 @@ class LemonClient:
     ) -> pb.RunState:
         """The run's state, waiting up to ``wait_s`` for it to finish."""
         request = pb.GetRunRequest(run_id=run_id, wait_s=wait_s, include_trace=include_trace)
-        state: pb.RunState = await self._stub.GetRun(
-            request, timeout=timeout, metadata=self._metadata
+        state: pb.RunState = await self._orchestrator().GetRun(
+            request, timeout=timeout, metadata=self.config.metadata()
         )
         return state
 
     async def cancel_run(self, run_id: str, *, timeout: float | None = None) -> pb.RunState:
-        state: pb.RunState = await self._stub.CancelRun(
-            pb.CancelRunRequest(run_id=run_id), timeout=timeout, metadata=self._metadata
+        state: pb.RunState = await self._orchestrator().CancelRun(
+            pb.CancelRunRequest(run_id=run_id), timeout=timeout, metadata=self.config.metadata()
         )
         return state
 
     async def health(self, service: str = "", *, timeout: float | None = None) -> str:
-        """SERVING, NOT_SERVING, ... for ``service`` ('' is the whole server)."""
-        response = await self._health.Check(
+        """SERVING, NOT_SERVING, ... for ``service`` ('' is the whole server). Needs
+        ``grpcio-health-checking`` (the ``service`` extra), imported here only."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        self._orchestrator()  # opens the channel
+        assert self._channel is not None
+        response = await health_pb2_grpc.HealthStub(self._channel).Check(
             health_pb2.HealthCheckRequest(service=service), timeout=timeout
         )
         return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))

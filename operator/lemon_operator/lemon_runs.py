@@ -20,8 +20,10 @@ service no longer knows it (the service restarted), the run fails with reason
 Pending, with the reason in ``status.message`` and the conditions: ``NoService``,
 ``SpecNotFound``, ``SpecInvalid`` (a referenced LemonSpec; an invalid inline spec fails at
 once), ``PolicyNotFound``, ``PolicyNotReady``, ``ProfileNotFound``, ``ProfileInvalid``,
-``TierNotInProfile``, ``TiersNotReady``, ``ServiceUnavailable``. Each is checked again about
-every second (backing off to ten), so the run starts soon after what it waits for is there.
+``TiersNotReady``, ``ServiceUnavailable``. Each is checked again about every second (backing off
+to ten), so the run starts soon after what it waits for is there. A spec on a tier its profile
+does not have fails at once (``TierNotInProfile``): a tier a profile does not serve is never
+waited for (:mod:`lemon_operator.run_plans`).
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from lemon.pricing import TierPrices
 from lemon.resources import CapacityProfileSpec
-from lemon.resources.lemon_run import TERMINAL_PHASES
+from lemon.resources.lemon_run import TERMINAL_PHASES, RunPhase
 from lemon_operator import kube, manifests, specs, statuses
-from lemon_operator.orchestration import Lost, Orchestrator, Rejected, Unavailable
+from lemon_operator.reconciling import Observed
 from lemon_operator.run_plans import Ready, Refused, Waiting, plan_run, referenced
 from lemon_operator.run_results import (
     ServiceRun,
@@ -50,6 +53,7 @@ from lemon_operator.run_results import (
     running_status,
     trace_text,
 )
+from lemon_operator.service import Lost, Rejected, Service, Unavailable
 
 __all__ = ["RUNNING_AFTER_S", "RunDriver", "delete_run", "drive_run"]
 
@@ -72,12 +76,12 @@ async def _blocking(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     return await loop.run_in_executor(_POOL, functools.partial(call, *args, **kwargs))
 
 
-def _prices(found: Body | None) -> dict[str, float]:
+def _prices(found: Body | None) -> TierPrices:
+    """A profile's prices (none, when it is gone or invalid: the cost is then 0)."""
     try:
-        tiers = CapacityProfileSpec.model_validate((found or {}).get("spec") or {}).tiers()
+        return CapacityProfileSpec.model_validate((found or {}).get("spec") or {}).prices()
     except ValidationError:
-        return {}
-    return {tier.value: spec.cost_per_token for tier, spec in tiers.items()}
+        return TierPrices.as_given({})
 
 
 class RunDriver:
@@ -86,7 +90,7 @@ class RunDriver:
     def __init__(
         self,
         client: kube.Client,
-        service: Orchestrator | None,
+        service: Service | None,
         *,
         body: Body,
         profile_of: ProfileLookup,
@@ -95,19 +99,18 @@ class RunDriver:
         self.service = service
         self.body = body
         self.metadata: Body = body["metadata"]
-        self.namespace = str(self.metadata["namespace"])
-        self.name = str(self.metadata["name"])
-        self.uid = str(self.metadata["uid"])
-        self.generation = int(self.metadata.get("generation", 1))
-        self.status: dict[str, Any] = dict(body.get("status") or {})
+        self.run = Observed.of(kube.RUNS, body)
+        self.namespace, self.name, self.uid = self.run.namespace, self.run.name, self.run.uid
+        self.generation = self.run.generation
+        self.status: dict[str, Any] = dict(self.run.status)
         self.profile_of = profile_of
-        self.prices: dict[str, float] | None = None
+        self.prices: TierPrices | None = None
         self.profile = str(self.status.get("profile") or "") or None
         self.started = str(self.status.get("startTime") or "") or None
 
     @property
     def label(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return self.run.label
 
     async def drive(self) -> None:
         """Run it, unless it already ended; then keep it until its TTL (if any) is over."""
@@ -126,7 +129,7 @@ class RunDriver:
                     )
                 )
                 return
-            if phase == "Running":
+            if phase == RunPhase.RUNNING:
                 await self._follow(self.service, str(self.status.get("runId") or self.uid))
             else:
                 await self._start(self.service)
@@ -140,7 +143,7 @@ class RunDriver:
             source = await _blocking(self.client.get, kind, namespace=self.namespace, name=found[1])
         return plan_run(self.body, source=source, profile_of=self.profile_of)
 
-    async def _start(self, service: Orchestrator) -> None:
+    async def _start(self, service: Service) -> None:
         delay = POLL_S
         while True:
             plan = await self._plan()
@@ -176,7 +179,7 @@ class RunDriver:
 
     async def _follow(
         self,
-        service: Orchestrator,
+        service: Service,
         run_id: str,
         *,
         first: ServiceRun | None = None,
@@ -201,7 +204,7 @@ class RunDriver:
                 return
         await self._finished(run)
 
-    async def _ask(self, service: Orchestrator, run_id: str, *, wait_s: float) -> ServiceRun | None:
+    async def _ask(self, service: Service, run_id: str, *, wait_s: float) -> ServiceRun | None:
         """The run's state after at most ``wait_s``; None once it has been failed as lost."""
         delay = POLL_S
         while True:
@@ -280,7 +283,7 @@ class RunDriver:
         message = str(fields.get("message") or "")
         log.info("%s: %s: %s", self.label, fields.get("phase"), message)
         if failed:
-            ref = kube.ObjectRef(kube.RUNS, self.namespace, self.name, self.uid)
+            ref = self.run.ref
             outcome = statuses.find_condition(fields.get("conditions") or [], "Succeeded") or {}
             reason = str(outcome.get("reason") or "Failed")
             await _blocking(
@@ -311,7 +314,7 @@ class RunDriver:
 
 async def drive_run(
     client: kube.Client,
-    service: Orchestrator | None,
+    service: Service | None,
     *,
     body: Body,
     profile_of: ProfileLookup,
@@ -322,7 +325,7 @@ async def drive_run(
 
 async def delete_run(
     client: kube.Client,
-    service: Orchestrator | None,
+    service: Service | None,
     *,
     namespace: str,
     name: str,
