@@ -299,16 +299,17 @@ async def item_outcome(
     from lemon.scoring.scorer import score_item
 
     answer = result.answer if result.status is RunStatus.SUCCEEDED else None
-    success, extracted = 0.0, None
+    success = 0.0
+    extracted_value: float | str | None = None
     if answer is not None:
         if isinstance(item, CodeItem):
             from lemon.scoring.code import score_code
 
             (run,) = await asyncio.to_thread(score_code, [item], [answer])
-            success, extracted = float(run.passed), run.status.value
+            success, extracted_value = float(run.passed), run.status.value
         else:
             score = score_item(item, answer)
-            success, extracted = float(score.correct), score.extracted
+            success, extracted_value = float(score.correct), score.extracted
     return ItemOutcome(
         valid=True,
         success=success,
@@ -319,5 +320,5 @@ async def item_outcome(
         agents=len(spec.agents),
         edges=sum(len(a.depends_on) for a in spec.agents),
         answer=answer,
-        extracted=extracted,
+        extracted=extracted_value,
     )

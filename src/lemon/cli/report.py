@@ -1,6 +1,11 @@
 """``lemon report RUN...``: compare eval runs as a markdown table (Pareto front marked) and an
 accuracy-vs-cost plot (``--png``, needs the ``report`` extra); cost is tier-priced worker tokens
-(``--cost priced``, the default) or raw tokens (``--cost tokens``)."""
+(``--cost priced``, the default) or raw tokens (``--cost tokens``).
+
+``lemon report TABLE`` (an outcome table's directory, :mod:`lemon.tables`): every routing
+baseline on the table's items (:mod:`lemon.evals.table_report`), with routers trained on
+``--train`` (default: the sibling table of the same benchmark's train split) and any
+``--policy-run`` eval directories compared at their full cost; ``--json`` prints one object."""
 
 from __future__ import annotations
 
@@ -14,8 +19,54 @@ from lemon.cli.options import EXIT_INVALID, EXIT_OK
 __all__ = ["register", "run"]
 
 
+def _train_table(test: Path, given: str | None) -> Path | None:
+    if given:
+        return Path(given)
+    if not test.name.endswith("-test"):
+        return None
+    sibling = test.with_name(test.name.removesuffix("-test") + "-train")
+    return sibling if (sibling / "table.json").is_file() else None
+
+
+def _table(args: argparse.Namespace) -> int:
+    import json
+
+    from lemon.evals.table_report import markdown, plot, table_report
+    from lemon.tables.store import Table, TableError
+
+    test_path = Path(args.runs[0])
+    try:
+        test = Table.open(test_path)
+        train_path = _train_table(test_path, args.train)
+        train = Table.open(train_path) if train_path is not None else None
+        report = table_report(
+            test,
+            train=train,
+            teams=[t for t in (args.teams or "").split(",") if t] or None,
+            policies=[Path(p) for p in args.policy_run or []],
+            cheap_team=args.cheap_team,
+        )
+    except (OSError, ValueError, KeyError, TableError) as exc:
+        print(f"lemon report: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    text = markdown(report)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n", encoding="utf-8")
+    if args.png:
+        plot(report, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     from lemon.evals.report import load_summaries, markdown_table, oracle_summary, plot
+
+    if len(args.runs) == 1 and (Path(args.runs[0]) / "table.json").is_file():
+        return _table(args)
 
     try:
         summaries = load_summaries(args.runs)
@@ -48,6 +99,20 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--png", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
+    p.add_argument("--json", action="store_true", help="TABLE: print the report as one JSON object")
+    p.add_argument("--train", metavar="TABLE", help="TABLE: the train table the routers learn from")
+    p.add_argument("--teams", metavar="T,T,...", help="TABLE: the fixed teams compared")
+    p.add_argument(
+        "--policy-run",
+        action="append",
+        metavar="RUN",
+        help="TABLE: a lemon eval run over the table's items, compared at its full cost",
+    )
+    p.add_argument(
+        "--cheap-team",
+        default=None,
+        help="TABLE: the routing tests' cheap team (default single-medium)",
+    )
     p.add_argument(
         "--cost",
         choices=["priced", "tokens"],

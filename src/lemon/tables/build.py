@@ -215,7 +215,5 @@ async def build_table(
                 for task in finished:
                     task.result()
         if pending:
-            for task in await asyncio.gather(*pending, return_exceptions=True):
-                if isinstance(task, BaseException):
-                    raise task
+            await asyncio.gather(*pending)
     return stats

@@ -1,0 +1,400 @@
+"""``lemon report TABLE``: every baseline a routing claim must beat, from an outcome table.
+
+On a test table's items (those every compared team answered), with no model call:
+
+- every **fixed team** (one team for every item), and the best of them;
+- the **random hull** of the fixed teams (:mod:`lemon.evals.curves`);
+- a **kNN router** and a **logistic router** on the task text (:mod:`lemon.evals.routers`),
+  trained on the train table, operating at R_orch's own price on cost (the team maximising
+  p(success) − token_cost/1000 · mean cost, i.e. the expected reward), with their whole curves;
+  each with the **shuffled control** (trained on outcomes paired with the wrong tasks);
+- the **cascade**: k sampled medium answers (``sample-medium-1..k``); when all k agree, their
+  answer, else the large team's (arXiv 2310.03094), for each k the table holds;
+- **self-consistency**: the majority of the first k medium samples, for each k;
+- the per-item **oracle** (cheapest successful team), an upper bound;
+- any **policy** run given (``lemon eval`` run directories over the same items), at its full
+  cost (its own tokens included).
+
+Per method: accuracy with a 95% interval, mean full cost, the paired bootstrap 95% interval of
+its accuracy minus the random hull's at its own cost and minus the best fixed team's, its
+normalised score at its cost ((acc − hull) / (oracle − hull)), a curve score for methods with a
+curve, and the routing AUROC: how well "sent to a team dearer than the cheap team" ranks the
+items on which the cheap team fails.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lemon.evals import curves
+from lemon.evals.routers import KnnRouter, LogisticRouter, auroc, route, route_curve, shuffled
+from lemon.reward import RewardConfig
+from lemon.tables.store import Table
+
+__all__ = ["Method", "TableData", "load_table_data", "table_report"]
+
+Array = npt.NDArray[np.float64]
+SHUFFLES = 5
+
+
+@dataclass
+class TableData:
+    """A table's (items × teams) success and cost matrices on the items every team answered."""
+
+    table: Table
+    items: list[str]
+    teams: list[str]
+    success: Array
+    cost: Array
+    extracted: list[list[Any]]
+
+    def column(self, team: str) -> int:
+        return self.teams.index(team)
+
+
+def load_table_data(table: Table, teams: list[str]) -> TableData:
+    items = [i for i in table.meta.items if all(table.cell(i, t) is not None for t in teams)]
+    if not items:
+        raise ValueError(f"{table.path}: no item has a cell for every team of {teams}")
+    cells = [[table.cells[(i, t)] for t in teams] for i in items]
+    return TableData(
+        table=table,
+        items=items,
+        teams=teams,
+        success=np.array([[c.success for c in row] for row in cells], dtype=np.float64),
+        cost=np.array([[c.priced for c in row] for row in cells], dtype=np.float64),
+        extracted=[[c.extracted for c in row] for row in cells],
+    )
+
+
+@dataclass
+class Method:
+    name: str
+    kind: str
+    success: Array
+    cost: Array
+    """Full cost per item (workers, and the policy's own tokens for a policy)."""
+    policy_cost: Array | None = None
+    choice_cost: Array | None = None
+    """Per item, the priced cost of the team it sent the item to (routing AUROC)."""
+    curve: curves.Curve | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def default_teams(table: Table) -> list[str]:
+    """The greedy teams (no sampled columns) that answered every item of the table."""
+    complete = table.complete_teams()
+    return [t for t in complete if not t.startswith("sample-")]
+
+
+def _samples(table: Table, items: list[str]) -> list[str]:
+    names = [f"sample-medium-{k}" for k in range(1, 10)]
+    found = []
+    for name in names:
+        if all(table.cell(i, name) is not None for i in items):
+            found.append(name)
+        else:
+            break
+    return found
+
+
+def _sample_methods(data: TableData) -> list[Method]:
+    """Self-consistency over the first k medium samples and the agreement cascade to large."""
+    table, items = data.table, data.items
+    samples = _samples(table, items)
+    methods: list[Method] = []
+    large = data.column("single-large") if "single-large" in data.teams else None
+    for k in range(1, len(samples) + 1):
+        success, cost, agreed = [], [], []
+        for item in items:
+            cells = [table.cells[(item, s)] for s in samples[:k]]
+            votes: dict[Any, int] = {}
+            for cell in cells:
+                if cell.extracted is not None:
+                    votes[cell.extracted] = votes.get(cell.extracted, 0) + 1
+            winner = max(votes, key=lambda v: votes[v]) if votes else None
+            pick = next((cell for cell in cells if cell.extracted == winner), cells[0])
+            success.append(pick.success)
+            cost.append(sum(cell.priced for cell in cells))
+            agreed.append(winner is not None and votes[winner] == k)
+        s, c = np.array(success), np.array(cost)
+        if k > 1:
+            methods.append(Method(f"sc-{k}", "self-consistency", s, c))
+        if k > 1 and large is not None:
+            ok = np.array(agreed)
+            rows = np.arange(len(items))
+            cascade = np.where(ok, s, data.success[rows, large])
+            spend = c + np.where(ok, 0.0, data.cost[rows, large])
+            choice = np.where(ok, c / k, data.cost[rows, large])
+            methods.append(
+                Method(
+                    f"cascade-{k}",
+                    "cascade",
+                    cascade,
+                    spend,
+                    choice_cost=choice,
+                    extra={"escalated": round(float(1 - ok.mean()), 4)},
+                )
+            )
+    return methods
+
+
+def _tasks(table: Table, items: list[str]) -> list[str]:
+    from lemon.data import Benchmark
+    from lemon.scoring import item_index
+    from lemon.tasks import task_text
+
+    index = item_index(Benchmark(table.meta.benchmark))
+    return [task_text(index[i]) for i in items]
+
+
+def _router_methods(test: TableData, train: TableData, price: float, cheap: int) -> list[Method]:
+    train_tasks, test_tasks = _tasks(train.table, train.items), _tasks(test.table, test.items)
+    methods = []
+    rows = np.arange(len(test.items))
+    fails = test.success[:, cheap] < 0.5
+    for make in (KnnRouter, LogisticRouter):
+        router = make().fit(train_tasks, train.success, train.cost)
+        probabilities = router.predict(test_tasks)
+        pick = route(probabilities, router.mean_cost, price)
+        curve = [
+            (c, a)
+            for c, a, _ in route_curve(probabilities, router.mean_cost, test.success, test.cost)
+        ]
+        chosen_controls, probability_controls = [], []
+        for seed in range(SHUFFLES):
+            control = shuffled(make(), train_tasks, train.success, train.cost, seed=seed)
+            p_control = control.predict(test_tasks)
+            chosen = route(p_control, control.mean_cost, price)
+            chosen_controls.append(auroc(test.cost[rows, chosen], fails))
+            probability_controls.append(auroc(1.0 - p_control[:, cheap], fails))
+        methods.append(
+            Method(
+                router.name,
+                "router",
+                test.success[rows, pick],
+                test.cost[rows, pick],
+                choice_cost=test.cost[rows, pick],
+                curve=curve,
+                extra={
+                    "auroc_probability": auroc(1.0 - probabilities[:, cheap], fails),
+                    "shuffled_auroc": _mean(chosen_controls),
+                    "shuffled_auroc_probability": _mean(probability_controls),
+                    "shares": {
+                        t: round(float((pick == j).mean()), 4) for j, t in enumerate(test.teams)
+                    },
+                },
+            )
+        )
+    return methods
+
+
+def _mean(values: list[float | None]) -> float | None:
+    valid = [v for v in values if v is not None]
+    return round(float(np.mean(valid)), 4) if valid else None
+
+
+def _policy_method(path: Path, data: TableData) -> Method:
+    from lemon.jsonl import read_records
+
+    records = read_records(path / "items.jsonl")
+    missing = [i for i in data.items if i not in records]
+    if missing:
+        raise ValueError(
+            f"{path}: no record for {len(missing)} of the table's items ({missing[0]})"
+        )
+    rows = [records[i] for i in data.items]
+    workers = np.array([float(r.get("priced_tokens") or r["tokens"]) for r in rows])
+    policy = np.array([float(r.get("policy_priced_tokens", 0.0)) for r in rows])
+    return Method(
+        path.name,
+        "policy",
+        np.array([float(bool(r["correct"])) for r in rows]),
+        workers + policy,
+        policy_cost=policy,
+        choice_cost=workers,
+    )
+
+
+def _bootstrap(
+    method: Method, data: TableData, best: int, *, rounds: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    n = len(data.items)
+    hull_diffs, best_diffs, accs = [], [], []
+    for _ in range(rounds):
+        idx = rng.integers(0, n, n)
+        acc = float(method.success[idx].mean())
+        at = float(method.cost[idx].mean())
+        hull_diffs.append(acc - curves.hull_at(data.success[idx], data.cost[idx], at))
+        best_diffs.append(float((method.success[idx] - data.success[idx, best]).mean()))
+        accs.append(acc)
+
+    def ci(values: list[float]) -> list[float]:
+        lo, hi = np.percentile(values, [2.5, 97.5])
+        return [round(float(lo), 4), round(float(hi), 4)]
+
+    return {"ci95": ci(accs), "hull_diff_ci95": ci(hull_diffs), "best_diff_ci95": ci(best_diffs)}
+
+
+def _summary(
+    method: Method,
+    data: TableData,
+    hull: curves.Curve,
+    oracle: curves.Curve,
+    best: int,
+    large: float,
+) -> dict[str, Any]:
+    acc, at = float(method.success.mean()), float(method.cost.mean())
+    score = curves.normalised_score(acc, at, hull, oracle)
+    out: dict[str, Any] = {
+        "kind": method.kind,
+        "accuracy": round(acc, 4),
+        "cost": round(at, 2),
+        "cost_vs_large": round(at / large, 4) if large else None,
+        "hull_at_cost": round(curves.curve_at(hull, at), 4),
+        "oracle_at_cost": round(curves.curve_at(oracle, at), 4),
+        "hull_diff": round(acc - curves.curve_at(hull, at), 4),
+        "best_diff": round(float((method.success - data.success[:, best]).mean()), 4),
+        "score": None if score is None else round(score, 4),
+        **_bootstrap(method, data, best),
+    }
+    if method.policy_cost is not None:
+        out["policy_cost"] = round(float(method.policy_cost.mean()), 2)
+        out["worker_cost"] = round(at - out["policy_cost"], 2)
+    if method.curve is not None:
+        value = curves.curve_score(method.curve, hull, oracle)
+        out["curve_score"] = None if value is None else round(value, 4)
+        out["curve"] = [[round(c, 2), round(a, 4)] for c, a in curves.upper_envelope(method.curve)]
+    return out | method.extra
+
+
+def table_report(
+    test: Table,
+    *,
+    train: Table | None = None,
+    teams: list[str] | None = None,
+    policies: list[Path] | None = None,
+    cheap_team: str | None = None,
+    rewards: RewardConfig | None = None,
+) -> dict[str, Any]:
+    """Every baseline on ``test``'s items (routers trained on ``train``), as one JSON object."""
+    teams = teams or default_teams(test)
+    data = load_table_data(test, teams)
+    cheap = data.column(cheap_team or ("single-medium" if "single-medium" in teams else teams[0]))
+    fixed = [
+        Method(t, "fixed", data.success[:, j], data.cost[:, j], choice_cost=data.cost[:, j])
+        for j, t in enumerate(teams)
+    ]
+    hull_points = [(float(m.cost.mean()), float(m.success.mean())) for m in fixed]
+    hull = curves.upper_envelope(hull_points)
+    oracle_points = curves.oracle_curve(data.success, data.cost)
+    rows = np.arange(len(data.items))
+    pick = curves.oracle_choice(data.success, data.cost, 0.0)
+    methods = [
+        *fixed,
+        Method("oracle", "oracle", data.success[rows, pick], data.cost[rows, pick],
+               choice_cost=data.cost[rows, pick], curve=oracle_points),
+        *_sample_methods(data),
+    ]  # fmt: skip
+    price = (rewards or RewardConfig()).token_cost / 1000
+    if train is not None:
+        train_data = load_table_data(train, teams)
+        methods += _router_methods(data, train_data, price, cheap)
+    for path in policies or []:
+        methods.append(_policy_method(path, data))
+    best = int(np.argmax([m.success.mean() - 1e-9 * m.cost.mean() for m in fixed]))
+    large = (
+        float(data.cost[:, data.column("single-large")].mean()) if "single-large" in teams else 0.0
+    )
+    fails = data.success[:, cheap] < 0.5
+    summaries: dict[str, Any] = {}
+    for method in methods:
+        summary = _summary(method, data, hull, oracle_points, best, large)
+        if method.choice_cost is not None and method.kind not in ("fixed",):
+            summary["auroc"] = auroc(method.choice_cost, fails)
+        summaries[method.name] = summary
+    return {
+        "table": str(test.path),
+        "train_table": None if train is None else str(train.path),
+        "benchmark": test.meta.benchmark,
+        "split": test.meta.split,
+        "n_items": len(data.items),
+        "teams": teams,
+        "cheap_team": data.teams[cheap],
+        "cheap_team_fails": round(float(fails.mean()), 4),
+        "best_fixed": teams[best],
+        "router_price": price,
+        "hull": [[round(c, 2), round(a, 4)] for c, a in hull],
+        "methods": summaries,
+    }
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"Outcome table {report['table']} ({report['benchmark']}/{report['split']}, "
+        f"{report['n_items']} items; routers trained on {report['train_table']}). "
+        f"Cost: mean tier-priced tokens per item, the policy's own included. AUROC: the "
+        f"method's chosen team's cost against '{report['cheap_team']} fails' "
+        f"({100 * report['cheap_team_fails']:.0f}% of items).",
+        "",
+        "| method | kind | accuracy | 95% CI | cost | × large | − hull (95% CI) | score | AUROC "
+        "| shuffled AUROC |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, m in report["methods"].items():
+        lo, hi = m["ci95"]
+        hlo, hhi = m["hull_diff_ci95"]
+        lines.append(
+            f"| {name} | {m['kind']} | {m['accuracy']:.3f} | [{lo:.3f}, {hi:.3f}] | "
+            f"{m['cost']:.0f} | {_fmt(m.get('cost_vs_large'), 2)} | "
+            f"{m['hull_diff']:+.3f} [{hlo:+.3f}, {hhi:+.3f}] | {_fmt(m.get('score'), 2)} | "
+            f"{_fmt(m.get('auroc'), 2)} | {_fmt(m.get('shuffled_auroc'), 2)} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=120)
+    hull = report["hull"]
+    ax.plot([p[0] for p in hull], [p[1] for p in hull], "--", color="grey", label="random hull")
+    markers = {"fixed": "o", "cascade": "^", "self-consistency": "s", "policy": "*", "router": "D"}
+    for name, m in report["methods"].items():
+        if m.get("curve") and m["kind"] in ("router", "oracle"):
+            curve = m["curve"]
+            style = ":" if m["kind"] == "oracle" else "-"
+            ax.plot([p[0] for p in curve], [p[1] for p in curve], style, label=f"{name} curve")
+        marker = markers.get(m["kind"], "x")
+        ax.plot(m["cost"], m["accuracy"], marker, markersize=12 if marker == "*" else 6)
+        ax.annotate(name, (m["cost"], m["accuracy"]), textcoords="offset points",
+                    xytext=(4, 4), fontsize=7)  # fmt: skip
+    ax.set_xlabel("mean full cost per item (tier-priced tokens)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"{report['benchmark']} {report['split']}: {report['n_items']} items")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def dump(report: dict[str, Any]) -> str:
+    return json.dumps(report)

@@ -1,0 +1,129 @@
+"""`lemon report TABLE`: the routing baselines, on hand-made tables of real SVAMP items."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lemon.evals.table_report import table_report
+from lemon.pricing import DEFAULT_TIER_PRICES
+from lemon.tables.build import table_items
+from lemon.tables.columns import column
+from lemon.tables.store import Cell, Table, TableMeta, TierModel
+from lemon.tasks import TaskKind
+from tests.conftest import run_lemon
+
+TEAMS = ["single-small", "single-medium", "single-large"]
+SAMPLES = ["sample-medium-1", "sample-medium-2", "sample-medium-3"]
+COSTS = {"single-small": 30.0, "single-medium": 100.0, "single-large": 300.0}
+
+
+def _medium_solves(question: str) -> bool:
+    """The hand-made world: medium solves the questions that ask 'how many', large all."""
+    return "how many" in question.lower()
+
+
+def _cell(item: str, team: str, success: bool, extracted: float) -> Cell:
+    tier = "medium" if team.startswith("sample") else team.split("-")[1]
+    cost = COSTS.get(team, 100.0)
+    return Cell(
+        item=item,
+        team=team,
+        success=float(success),
+        extracted=extracted,
+        answer=f"The answer is {extracted:g}.",
+        status="succeeded",
+        error=None,
+        tokens={tier: int(cost)},
+        priced=cost,
+        agents=[("solver", tier, None, int(cost) - 10, 10)],
+    )
+
+
+def _table(path: Path, split: str, n: int, *, samples: bool) -> Table:
+    items = table_items("svamp", split, limit=n)
+    teams = TEAMS + (SAMPLES if samples else [])
+    meta = TableMeta(
+        benchmark="svamp",
+        split=split,
+        items=[i.id for i in items],
+        teams={t: column(t).to_json(TaskKind.MATH) for t in teams},
+        worker_max_tokens=300,
+        deadline_s=60,
+        tier_prices=DEFAULT_TIER_PRICES.to_json(),
+        models={t: TierModel(model=t, label=t, identity=t) for t in ("small", "medium", "large")},
+        profile="hand-made",
+    )
+    table = Table.create(path, meta)
+    with table.writer() as writer:
+        for k, item in enumerate(items):
+            gold = float(item.answer)  # type: ignore[attr-defined]
+            medium = _medium_solves(item.question)
+            writer.add(_cell(item.id, "single-small", False, -1.0), [])
+            writer.add(_cell(item.id, "single-medium", medium, gold if medium else -2.0), [])
+            writer.add(_cell(item.id, "single-large", k % 10 != 0, gold if k % 10 else -3.0), [])
+            if samples:  # the samples agree where medium is right, split where it is wrong
+                for s, name in enumerate(SAMPLES):
+                    value = gold if medium else float(-10 - s)
+                    writer.add(_cell(item.id, name, medium, value), [])
+    return Table.open(path)
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[Table, Table]:
+    root = tmp_path_factory.mktemp("tables")
+    return _table(root / "svamp-train", "train", 120, samples=False), _table(
+        root / "svamp-test", "test", 150, samples=True
+    )
+
+
+def test_every_baseline_is_reported(tables: tuple[Table, Table]) -> None:
+    train, test = tables
+    report = table_report(test, train=train)
+    methods = report["methods"]
+    assert report["n_items"] == 150
+    assert report["teams"] == TEAMS
+    assert {"oracle", "knn", "logistic", "sc-2", "sc-3", "cascade-2", "cascade-3"} <= set(methods)
+    success = {t: np.mean([test.cells[(i, t)].success for i in test.items]) for t in TEAMS}
+    for team in TEAMS:
+        assert methods[team]["accuracy"] == pytest.approx(success[team], abs=1e-4)
+        assert methods[team]["hull_diff"] <= 1e-9  # no fixed team lies above the hull
+    oracle = methods["oracle"]
+    assert oracle["accuracy"] >= max(success.values())
+    assert oracle["score"] == pytest.approx(1.0, abs=1e-3)
+    # the cascade escalates exactly where the samples disagree: where medium is wrong
+    medium_wrong = 1 - success["single-medium"]
+    assert methods["cascade-3"]["escalated"] == pytest.approx(medium_wrong, abs=1e-4)
+    expected_cost = 300.0 + medium_wrong * 300.0  # three samples, then large when they split
+    assert methods["cascade-3"]["cost"] == pytest.approx(expected_cost, abs=0.01)
+    # a world where the text decides the team: the routers read it, their shuffled controls not
+    for router in ("knn", "logistic"):
+        assert methods[router]["auroc_probability"] > 0.9
+        assert methods[router]["shuffled_auroc_probability"] < 0.7
+    assert methods["knn"]["auroc"] > methods["knn"]["shuffled_auroc"] + 0.1
+    assert methods["knn"]["score"] > 0.3
+    lo, hi = methods["knn"]["hull_diff_ci95"]
+    assert lo > 0
+    assert lo <= methods["knn"]["hull_diff"] <= hi
+
+
+def test_the_command_prints_the_report_as_json(tables: tuple[Table, Table]) -> None:
+    _, test = tables
+    result = run_lemon("report", str(test.path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["train_table"].endswith("svamp-train")
+    assert report == table_report(test, train=Table.open(report["train_table"]))
+    text = run_lemon("report", str(test.path))
+    assert "| knn | router |" in text.stdout
+
+
+def test_a_bad_table_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "table.json").write_text("{not json")
+    result = run_lemon("report", str(tmp_path / "t"))
+    assert result.returncode == 1
+    assert "table.json: not a table description" in result.stderr
