@@ -112,9 +112,9 @@ function itemRow(item) {
     el("td", { class: "num", text: number(item.wall_s, 1) }));
 }
 
-async function loadItems() {
+async function loadItems(given = null) {
   const params = new URLSearchParams({ filter: state.filter, q: state.q, offset: state.offset, limit: LIMIT });
-  const data = await getJSON(`/ui/api/evals/${encodeURIComponent(evalId)}?${params}`);
+  const data = given || await getJSON(`/ui/api/evals/${encodeURIComponent(evalId)}?${params}`);
   const items = data.items;
   const first = items.matched ? items.offset + 1 : 0;
   const last = Math.min(items.offset + items.limit, items.matched);
@@ -176,7 +176,7 @@ async function start() {
     filters(),
     itemsBox,
   );
-  await loadItems();
+  await loadItems(data);
   ready();
 }
 

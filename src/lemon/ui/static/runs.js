@@ -32,7 +32,7 @@ function row(run) {
     el("td", { class: "task-cell" },
       el("a", { href: `/ui/runs/${encodeURIComponent(run.id)}`, text: run.task || "(no task recorded)" })),
     el("td", { class: "num", text: run.agents }),
-    el("td", {}, tiers),
+    el("td", { class: "tiers" }, tiers),
     el("td", { class: "num", text: number(run.tokens) }),
     el("td", { class: "num", text: number(run.cost, 1) }),
     el("td", { class: "num", text: seconds(run.wall_s) }),

@@ -12,7 +12,7 @@ function chart(key, label, points) {
   }
   const width = 330;
   const height = 150;
-  const m = { left: 46, right: 10, top: 10, bottom: 24 };
+  const m = { left: 58, right: 10, top: 10, bottom: 24 };
   const xs = points.map((p) => p[0]);
   const ys = points.map((p) => p[1]);
   let lo = Math.min(...ys);
@@ -29,7 +29,8 @@ function chart(key, label, points) {
   box.append(svg("line", { class: "axis", x1: m.left, x2: width - m.right, y1: height - m.bottom, y2: height - m.bottom }));
   box.append(svg("line", { class: "axis", x1: m.left, x2: m.left, y1: m.top, y2: height - m.bottom }));
   for (const value of [lo, (lo + hi) / 2, hi]) {
-    box.append(svg("text", { x: m.left - 5, y: sy(value) + 4, "text-anchor": "end", text: number(value, Math.abs(hi - lo) < 10 ? 2 : 0) }));
+    const digits = hi - lo < 10 && Math.max(Math.abs(hi), Math.abs(lo)) < 100 ? 2 : 0;
+    box.append(svg("text", { x: m.left - 5, y: sy(value) + 4, "text-anchor": "end", text: number(value, digits) }));
   }
   box.append(svg("text", { x: sx(x0), y: height - 6, "text-anchor": "start", text: `step ${x0}` }));
   box.append(svg("text", { x: sx(x1), y: height - 6, "text-anchor": "end", text: `step ${x1}` }));
@@ -66,11 +67,18 @@ function drawn(sample) {
     }
     const total = covering.reduce((sum, c) => sum + c.delta, 0);
     const label = covering.map((c) => `${c.kind}${c.agent ? ` (${c.agent})` : ""}: Δc ${signed(c.delta)}`).join("; ");
-    out.push(el("mark", { class: `credit ${sign(total)}`, title: label, "data-kind": covering.map((c) => c.kind).join(" "), "data-delta": total }, text));
+    // the mark and its label stay on the line: surrounding whitespace (a newline a token
+    // carried) goes outside them
+    const body = text.trim();
+    const head = text.slice(0, text.indexOf(body));
+    const tail = text.slice(head.length + body.length);
+    out.push(head);
+    if (body) out.push(el("mark", { class: `credit ${sign(total)}`, title: label, "data-kind": covering.map((c) => c.kind).join(" "), "data-delta": total }, body));
     const ends = covering.filter((c) => c.spans.some(([, b]) => b === e));
     for (const c of ends) {
       out.push(el("span", { class: `credit-tag ${sign(c.delta)}`, text: `${signed(c.delta)} ${c.kind}` }));
     }
+    out.push(tail);
   }
   return out;
 }
