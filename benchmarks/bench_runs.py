@@ -236,8 +236,8 @@ async def _grpc_burst(target: str, *, count: int, agents: int, tier_url: str) ->
     """The same runs straight to the service: SubmitRun each, then GetRun until finished."""
     import yaml
 
-    from lemon_api.v1 import orchestrator_pb2 as pb
     from lemon_api.client import ClientConfig, LemonClient
+    from lemon_api.v1 import orchestrator_pb2 as pb
 
     spec = yaml.safe_dump(_spec(agents), sort_keys=False)
     tiers = [pb.TierEndpoint(tier="small", url=tier_url, model="small")]

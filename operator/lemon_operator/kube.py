@@ -210,14 +210,14 @@ class RestClient:
     def get(self, resource: Resource, *, namespace: str, name: str) -> Body | None:
         """The object, or None when it does not exist."""
         found: Body | None = None
-        with _tolerating(_GONE):
+        with _tolerating(_GONE) as answer:
             found = cast(
                 Body,
                 self._custom.get_namespaced_custom_object(
                     resource.group, resource.version, namespace, resource.plural, name
                 ),
             )
-        return found
+        return found if answer.ok else None
 
     def list(self, resource: Resource, *, namespace: str, labels: str | None = None) -> list[Body]:
         answer: Body = self._custom.list_namespaced_custom_object(  # type: ignore[assignment]

@@ -1,6 +1,8 @@
-"""LEMON's gRPC orchestration service (``lemon.v1.Orchestrator``).
+"""LEMON's gRPC orchestration service (``lemon serve``, ``lemon.v1.Orchestrator``).
 
-Built on the core package ``lemon``; it never imports the operator or training packages.
-The server and its generated stubs arrive with their issue; this package exists now so the
-layering contracts cover it from the start.
+A thin adapter over the core: ``servicer`` converts a request (``convert``), admits it and runs
+it on the server's tiers or a run's own (``dispatch``, which calls
+:func:`lemon.orchestration.run_task`), keeps runs by id (``run_store``) and maps failures to
+status codes in one table (``status_codes``). Built on the core package ``lemon`` and the
+protocol package ``lemon_api``; it never imports the operator or training packages.
 """

@@ -15,9 +15,9 @@ from typing import Any
 import grpc
 import pytest
 
+from lemon_api.client import LemonClient
 from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
-from lemon_api.client import LemonClient
 from tests.service.conftest import (
     OpenAIServer,
     OTLPReceiver,

@@ -12,8 +12,8 @@ import grpc
 import pytest
 
 from lemon.spec import compile_spec, parse_spec
-from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_api.client import ClientConfig, LemonClient, run_options
+from lemon_api.v1 import orchestrator_pb2 as pb
 from tests.conftest import ROOT
 from tests.service.conftest import ServeProcess, scripted_profile
 
