@@ -43,8 +43,8 @@ def test_short_names_and_printer_columns(kubectl: Kubectl, namespace: str) -> No
     assert row[:4] == [
         "default",
         "HuggingFaceTB/SmolLM2-135M-Instruct",
-        "Qwen/Qwen2.5-7B-Instruct",
-        "hf://Qwen/Qwen2.5-32B-Instruct",
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        "hf://Qwen/Qwen2.5-Coder-1.5B-Instruct",
     ]
 
 

@@ -65,7 +65,7 @@ def test_profile_and_spec_lifecycle(
     assert "--model_id=HuggingFaceTB/SmolLM2-135M-Instruct" in model["args"]
     assert "--max-model-len=4096" in model["args"]
     assert by_name["default-large"]["spec"]["predictor"]["model"]["storageUri"] == (
-        "hf://Qwen/Qwen2.5-32B-Instruct"
+        "hf://Qwen/Qwen2.5-Coder-1.5B-Instruct"
     )
 
     def spec() -> dict[str, Any] | None:
@@ -176,7 +176,7 @@ def test_profile_edits_reach_the_inference_services(
         return dict(isvc.get("spec", {}).get("predictor", {}).get("model", {}))
 
     wait(lambda: model("large"), what="the large tier")
-    assert model("large")["storageUri"] == "hf://Qwen/Qwen2.5-32B-Instruct"
+    assert model("large")["storageUri"] == "hf://Qwen/Qwen2.5-Coder-1.5B-Instruct"
     # From a storage URI to a Hugging Face id: the old storageUri must go, not linger.
     edit = {"spec": {"large": {"model": "Qwen/Qwen2.5-14B-Instruct", "runtimeArgs": []}}}
     kubectl("patch", "lcap", "default", "-n", namespace, "--type=merge", "-p", json.dumps(edit))

@@ -158,11 +158,12 @@ def cluster(
 
 @pytest.fixture(scope="module")
 def model_servers(tiny_model_dir: Path) -> Iterator[dict[str, ModelServer]]:
-    """``lemon serve-model`` on the tiny model, one process per tier (small, medium)."""
+    """``lemon serve-model`` on the tiny model, one process per tier (small, medium), each
+    serving its tier's name as the operator starts KServe's (``--model_name=<tier>``)."""
     servers: dict[str, ModelServer] = {}
     try:
         for tier in PRICES:
-            servers[tier] = ModelServer(tiny_model_dir)
+            servers[tier] = ModelServer(tiny_model_dir, served=(tier,))
         yield servers
     finally:
         for server in servers.values():

