@@ -30,6 +30,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from lemon import telemetry
+from lemon.ui.app import WSGIApp
+from lemon.ui.app import serve as serve_wsgi
 from lemon_service import handlers
 from lemon_service.dispatch import Dispatcher
 
@@ -106,9 +108,14 @@ class ServiceMetrics:
         )
         self._http: Any = None
 
-    def serve(self, *, host: str, port: int) -> int:
-        """Serve ``GET /metrics`` on ``host:port`` (a thread); returns the bound port."""
-        self._http, _ = start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, *, host: str, port: int, app: WSGIApp | None = None) -> int:
+        """Serve ``GET /metrics`` on ``host:port`` (a thread); returns the bound port. ``app``
+        (a WSGI application that also answers ``/metrics``) serves the port instead: the
+        server's web view beside its metrics (:func:`lemon_service.web.http_app`)."""
+        if app is None:
+            self._http, _ = start_http_server(port, addr=host, registry=self.registry)
+        else:
+            self._http, _ = serve_wsgi(app, host=host, port=port)
         return int(self._http.server_port)
 
     def stop(self) -> None:

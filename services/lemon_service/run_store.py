@@ -243,6 +243,10 @@ class RunStore:
             if index < excess or now - (record.finished or now) > self.retention_s:
                 del self._runs[record.run_id]
 
+    def records(self) -> list[RunRecord]:
+        """Every run kept now (the web view lists them; read from its HTTP threads)."""
+        return list(self._runs.values())
+
     def get(self, run_id: str) -> RunRecord:
         record = self._runs.get(run_id)
         if record is None:

@@ -21,6 +21,7 @@ from lemon import telemetry
 from lemon.orchestration import profile_note
 from lemon.policy.inference import SpecPolicy
 from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
+from lemon_service import web
 from lemon_service.auth import BearerTokenInterceptor
 from lemon_service.dispatch import Dispatcher
 from lemon_service.endpoints import EndpointPool
@@ -113,7 +114,11 @@ class Server:
         if self.config.metrics_port is not None:
             try:
                 self.metrics_port = self.metrics.serve(
-                    host=self.config.host, port=self.config.metrics_port
+                    host=self.config.host,
+                    port=self.config.metrics_port,
+                    app=web.http_app(
+                        registry=self.metrics.registry, store=self.runs, token=self.config.token
+                    ),
                 )
             except OSError as exc:
                 raise SettingsError(
@@ -141,7 +146,11 @@ async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> No
     await server.start()
     scheme = "plaintext" if config.tls is None else ("mTLS" if config.tls.client_ca else "TLS")
     auth = "bearer token required" if config.token is not None else "no auth"
-    observed = [f"metrics on :{server.metrics_port}/metrics"] if server.metrics_port else []
+    observed = (
+        [f"metrics on :{server.metrics_port}/metrics, web view on :{server.metrics_port}/ui/"]
+        if server.metrics_port
+        else []
+    )
     observed.append("tracing on (OTEL_*)" if server.tracing else "tracing off")
     print(
         f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}; "

@@ -27,7 +27,7 @@ function row(run) {
   return el(
     "tr",
     { "data-run": run.id },
-    el("td", { text: ago(run.when), title: new Date(run.when * 1000).toISOString() }),
+    el("td", { class: "when", text: ago(run.when), title: new Date(run.when * 1000).toISOString() }),
     el("td", {}, statusBadge(run.status), verdict),
     el("td", { class: "task-cell" },
       el("a", { href: `/ui/runs/${encodeURIComponent(run.id)}`, text: run.task || "(no task recorded)" })),
@@ -36,7 +36,7 @@ function row(run) {
     el("td", { class: "num", text: number(run.tokens) }),
     el("td", { class: "num", text: number(run.cost, 1) }),
     el("td", { class: "num", text: seconds(run.wall_s) }),
-    el("td", { class: "muted", text: run.source }),
+    el("td", { class: "muted source", text: run.source }),
   );
 }
 
