@@ -122,13 +122,13 @@ def _failure(result: RunResult) -> str:
 
 
 def bounded_trace(events: Sequence[Event], *, max_bytes: int) -> list[str]:
-    """The trace as JSONL lines within ``max_bytes``: agents' outputs cut to 2,000 characters,
-    and when that is not enough, the first events that fit, the last one (``run_finish``) and a
-    ``trace_truncated`` line saying how many were left out."""
+    """The trace as JSONL lines within ``max_bytes``: agents' outputs and prompts (and the
+    spec) cut to 2,000 characters, and when that is not enough, the first events that fit, the
+    last one (``run_finish``) and a ``trace_truncated`` line saying how many were left out."""
 
     def line(event: Event) -> str:
         cut = encode_event(event)
-        for key in ("output", "answer", "task", "completion"):
+        for key in ("output", "answer", "task", "completion", "prompt", "spec"):
             value = cut.get(key)
             if isinstance(value, str) and len(value) > _OUTPUT_CHARS:
                 cut[key] = value[:_OUTPUT_CHARS] + f"… [{len(value) - _OUTPUT_CHARS} more]"
