@@ -314,3 +314,10 @@ def test_the_runs_api_pages_and_filters(tmp_path: Path) -> None:
     run = json.loads(_call(app, f"/ui/api/runs/{found['runs'][0]['id']}")[2])
     assert run["over"] is True
     assert run["answer"] == "The answer is 43."
+
+
+def test_lemon_ui_has_help_and_refuses_a_missing_path() -> None:
+    assert run_lemon("ui", "--help").returncode == 0
+    done = run_lemon("ui", "/no/such/folder", "--port", "0")
+    assert done.returncode == 2
+    assert "no such file or folder: /no/such/folder" in done.stderr
