@@ -124,6 +124,7 @@ class LocalFiles:
         self.base = Path.cwd()
         self._lock = threading.Lock()
         self._traces: dict[Path, _TraceFile] = {}
+        self._other: dict[Path, tuple[int, int]] = {}
         self._runs: list[RunRef] = []
         self._by_id: dict[str, RunRef] = {}
         self._evals: dict[str, EvalRef] = {}
@@ -177,6 +178,7 @@ class LocalFiles:
         traces: dict[Path, _TraceFile] = {}
         evals: dict[str, EvalRef] = {}
         trainings: dict[str, TrainingRef] = {}
+        other: dict[Path, tuple[int, int]] = {}
         for path in self._walk():
             if path.name == "items.jsonl":
                 folder = path.parent
@@ -194,8 +196,12 @@ class LocalFiles:
             if known is not None and known.stamp == stamp:
                 traces[path] = known
                 continue
+            if self._other.get(path) == stamp:  # neither a trace nor metrics, unchanged
+                other[path] = stamp
+                continue
             first = _first_line(path)
-            if first is None:
+            if first is None or not (first.get("event") in EVENT_TYPES or "step" in first):
+                other[path] = stamp
                 continue
             if first.get("event") in EVENT_TYPES:
                 traces[path] = self._read_trace(path, stamp, stat.st_mtime)
@@ -207,6 +213,7 @@ class LocalFiles:
                 )
         runs = [run for trace in traces.values() for run in trace.runs]
         runs.sort(key=lambda r: (r.summary.when, r.index), reverse=True)
+        self._other = other
         with self._lock:
             self._traces = traces
             self._runs = runs
