@@ -314,10 +314,11 @@ def test_engine_reward_scores_humaneval_in_the_sandbox(tiny_policy: Path, tmp_pa
     sandbox (as ``lemon eval`` does), with the programmer's prefill and the configured worker
     budget: the canonical solution earns success 1, a wrong body 0."""
     from lemon.data import split_items
+    from lemon.learning.training_data import parse_data
     from lemon.tasks import item_prefills
     from lemon_train.common import load_tokenizer
-    from lemon_train.grpo import benchmark_tasks
     from lemon_train.rewards import EngineReward
+    from lemon_train.task_rows import benchmark_rows
 
     right, wrong = split_items("humaneval", split="train")[:2]
     profiles = tmp_path / "profiles.yaml"
@@ -334,7 +335,8 @@ def test_engine_reward_scores_humaneval_in_the_sandbox(tiny_policy: Path, tmp_pa
     tokenizer = load_tokenizer(str(tiny_policy))
     text = "agents:\n  - name: coder\n    role: programmer\n    capacity: medium\noutput: coder\n"
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    rows = benchmark_tasks("benchmark:humaneval:train:2")
+    data = parse_data("benchmark:humaneval:train:2")
+    rows = benchmark_rows(data, prompt_format="lemon-policy-prompt/v1")  # type: ignore[arg-type]
     assert [row["id"] for row in rows] == [right.id, wrong.id]
     assert rows[0]["answer"] is None
     assert rows[0]["benchmark"] == "humaneval"
@@ -363,30 +365,37 @@ def test_engine_reward_scores_humaneval_in_the_sandbox(tiny_policy: Path, tmp_pa
 
 def test_grpo_benchmark_data_rows_and_located_errors() -> None:
     """``benchmark:<name>[:<split>[:<limit>[:<offset>]]]`` selects shipped items as GRPO rows
-    (the policy prompt of the task the agents see, the gold answer); bad forms say what is wrong."""
+    (the policy prompt of the task the agents see, the gold answer); the data string is parsed
+    once, when the config is read, and bad forms say what is wrong."""
     from lemon.data import split_items
+    from lemon.learning.training_config import TrainingConfig
+    from lemon.learning.training_data import BenchmarkData
     from lemon.policy.prompt import policy_messages
     from lemon.tasks import task_text
     from lemon_train.common import TrainingError
-    from lemon_train.grpo import benchmark_tasks
+    from lemon_train.task_rows import load_tasks
+
+    def rows_of(data: str) -> list[dict[str, object]]:
+        config = TrainingConfig(stage="grpo", data=data, output_dir="/tmp/unused")
+        assert isinstance(config.data, BenchmarkData)
+        return load_tasks(config)[0]
 
     items = split_items("gsm8k", split="train")[3:5]
-    rows = benchmark_tasks("benchmark:gsm8k:train:2:3")
+    rows = rows_of("benchmark:gsm8k:train:2:3")
     assert [row["id"] for row in rows] == [item.id for item in items]
     assert [row["answer"] for row in rows] == [item.answer_text for item in items]
     assert rows[0]["prompt"] == policy_messages(task_text(items[0]))
-    assert len(benchmark_tasks("benchmark:multiarith")) == len(
-        split_items("multiarith", split="train")
-    )
+    assert len(rows_of("benchmark:multiarith")) == len(split_items("multiarith", split="train"))
     for data, message in [
         ("benchmark:", "expected benchmark:<name>"),
         ("benchmark:gsm8k:train:ten", "limit must be a whole number, not 'ten'"),
         ("benchmark:nope", "'nope'"),
         ("benchmark:gsm8k:validation", "'validation'"),
-        ("benchmark:gsm8k:train:5:100000", "no items selected"),
     ]:
-        with pytest.raises(TrainingError, match=message):
-            benchmark_tasks(data)
+        with pytest.raises(ValueError, match=message):
+            rows_of(data)
+    with pytest.raises(TrainingError, match="no items selected"):
+        rows_of("benchmark:gsm8k:train:5:100000")
 
 
 def test_mutation_kinds_and_the_counterfactual_switch(tiny_policy: Path) -> None:

@@ -69,7 +69,7 @@ def test_grpo_example_renders_the_config_lemon_train_reads(tmp_path: Path) -> No
     config = training_config(spec, version="router-grpo-0a1b2c3d")
     assert config.stage == "grpo"
     assert config.output_dir == "/var/lemon/output/policies/router/router-grpo-0a1b2c3d"
-    assert config.data == "synthetic:512"
+    assert str(config.data) == "synthetic:512"
     assert config.hyperparameters.group_size == 8
     assert config.counterfactual.lambda_cf == 0.5
     assert config.counterfactual.kinds == list(PAPER_KINDS)
@@ -90,7 +90,7 @@ def test_data_on_a_claim_and_explicit_lora_modules() -> None:
         minimal(data={"path": "sft/rows.jsonl", "pvc": "data"}, lora={"targetModules": ["q_proj"]})
     )
     config = training_config(spec, version="v", base_model="/var/lemon/output/policies/x")
-    assert config.data == "/var/lemon/data/sft/rows.jsonl"
+    assert str(config.data) == "/var/lemon/data/sft/rows.jsonl"
     assert config.base_model == "/var/lemon/output/policies/x"
     assert config.lora is not None
     assert config.lora.target_modules == ["q_proj"]

@@ -361,11 +361,19 @@ def lora_config(config: TrainingConfig) -> Any:
         return None
     from peft import LoraConfig
 
+    layers = None
+    if config.lora.top_layers is not None:
+        from transformers import AutoConfig
+
+        location, _ = resolve_base(config.base_model)
+        total = int(AutoConfig.from_pretrained(location).num_hidden_layers)
+        layers = list(range(max(0, total - config.lora.top_layers), total))
     return LoraConfig(
         r=config.lora.r,
         lora_alpha=config.lora.alpha,
         lora_dropout=config.lora.dropout,
         target_modules=config.lora.target_modules,
+        layers_to_transform=layers,
         task_type="CAUSAL_LM",
     )
 
@@ -540,7 +548,8 @@ def publish_version(
         stage=stage,
         base_model=base,
         adapter=adapter,
-        data_sha256=data_sha256(config.data),
+        prompt_format=config.prompt_format,
+        data_sha256=data_sha256(str(config.data)),
         parent=parent,
         metrics=_jsonable(metrics),
     )

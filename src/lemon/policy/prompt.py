@@ -1,9 +1,15 @@
-"""The policy's prompt format (``lemon-policy-prompt/v1``) and its completion format.
+"""The policy's prompt formats and its completion format.
 
-The policy (a chat LM) sees a system message that fixes the output language — the role library,
-the tiers and the canonical layout, with one example — and a user message holding the task. Its
-completion is the spec in canonical YAML (:func:`lemon.spec.formatting.format_spec`), nothing
-else: that exact text is what SFT teaches and what GRPO's span credit indexes into.
+``lemon-policy-prompt/v1`` (:data:`PROMPT_FORMAT`): a system message that fixes the output
+language — the role library with descriptions, the tiers and the canonical layout, with one
+example (about 330 tokens) — and a user message holding the task. ``lemon-policy-prompt/v2``
+(:data:`SHORT_PROMPT_FORMAT`): the same user message after a one-paragraph system message naming
+the roles and tiers only (about 70 tokens), for a policy trained to write specs (SFT on outcome
+tables): on two CPU cores the prompt is most of what a training step computes, and the policy's
+own tokens are part of every answer's cost. A policy version says which format it expects
+(``prompt_format`` in ``policy.json``). Either way the completion is the spec in canonical YAML
+(:func:`lemon.spec.formatting.format_spec`), nothing else: that exact text is what SFT teaches and
+what GRPO's span credit indexes into.
 
 When a generated spec is invalid, :func:`repair_messages` continues the conversation with the
 located errors (``LINE:COL: message``) and asks for a corrected spec.
@@ -19,6 +25,8 @@ from lemon.spec.roles import RoleLibrary, builtin_roles
 
 __all__ = [
     "PROMPT_FORMAT",
+    "PROMPT_FORMATS",
+    "SHORT_PROMPT_FORMAT",
     "policy_messages",
     "repair_messages",
     "spec_completion",
@@ -26,6 +34,8 @@ __all__ = [
 ]
 
 PROMPT_FORMAT = "lemon-policy-prompt/v1"
+SHORT_PROMPT_FORMAT = "lemon-policy-prompt/v2"
+PROMPT_FORMATS = (PROMPT_FORMAT, SHORT_PROMPT_FORMAT)
 
 _EXAMPLE = """agents:
   - name: planner
@@ -54,16 +64,27 @@ Example:
 Answer with the spec only, in exactly this layout."""
 
 
-def system_prompt(roles: RoleLibrary | None = None) -> str:
+_SHORT = """Write a YAML spec of AI agents for the task: agents (name, role, capacity, optional \
+depends_on) and output. Roles: {roles}. Capacity: small, medium or large (larger costs more). \
+Use as few agents as the task needs."""
+
+
+def system_prompt(roles: RoleLibrary | None = None, *, format: str = PROMPT_FORMAT) -> str:
     library = roles if roles is not None else builtin_roles()
+    if format == SHORT_PROMPT_FORMAT:
+        return _SHORT.format(roles=", ".join(library))
+    if format != PROMPT_FORMAT:
+        raise ValueError(f"unknown prompt format {format!r} (known: {', '.join(PROMPT_FORMATS)})")
     listing = "\n".join(f"- {role.name}: {role.description}" for role in library.values())
     return _SYSTEM.format(roles=listing, example=_EXAMPLE)
 
 
-def policy_messages(task: str, *, roles: RoleLibrary | None = None) -> list[dict[str, str]]:
-    """The chat messages the policy completes for ``task``."""
+def policy_messages(
+    task: str, *, roles: RoleLibrary | None = None, format: str = PROMPT_FORMAT
+) -> list[dict[str, str]]:
+    """The chat messages the policy completes for ``task``, in prompt ``format``."""
     return [
-        {"role": "system", "content": system_prompt(roles)},
+        {"role": "system", "content": system_prompt(roles, format=format)},
         {"role": "user", "content": f"Task:\n{task.strip()}\n\nWrite the spec."},
     ]
 
