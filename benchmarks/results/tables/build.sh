@@ -16,7 +16,7 @@ while read -r dir benchmark split limit teams; do
   case "$dir" in ''|'#'*) continue ;; esac
   echo "== $(date -u +%FT%TZ) $dir $benchmark/$split n=$limit $teams"
   nice -n 19 .venv/bin/lemon table build "$here/$dir" --benchmark "$benchmark" --split "$split" \
-    --limit "$limit" --teams "$teams" --concurrency "${LEMON_TABLE_CONCURRENCY:-32}" \
+    --limit "$limit" --teams "$teams" --concurrency "${LEMON_TABLE_CONCURRENCY:-24}" \
     --profile embedded-tables --profiles "$here/profiles.yaml" -q \
     || { echo "build failed: $dir $teams (exit $?)"; continue; }
   if [ -z "${LEMON_TABLE_NO_COMMIT:-}" ]; then
