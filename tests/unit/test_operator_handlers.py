@@ -102,6 +102,27 @@ def test_profile_owns_one_inference_service_per_tier() -> None:
     assert client.get(kube.ISVC, namespace=NS, name="default-large") is None
 
 
+def test_a_changed_tier_converges_its_inference_service_in_place() -> None:
+    client = FakeClient()
+    client.put(kube.PROFILES, load("01-capacity-profile.yaml"))
+    reconcile_profile(client)
+    before = client.get(kube.ISVC, namespace=NS, name="default-medium")
+    assert before is not None
+    client.patch(kube.ISVC, namespace=NS, name="default-medium",
+                 patch={"metadata": {"labels": {"team": "keeps-this"}}})  # fmt: skip
+    client.patch(kube.PROFILES, namespace=NS, name="default",
+                 patch={"spec": {"medium": {"runtimeArgs": ["--max-model-len=2048"]}}})  # fmt: skip
+    reconcile_profile(client)
+    after = client.get(kube.ISVC, namespace=NS, name="default-medium")
+    assert after is not None
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # updated, not recreated
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    assert after["spec"] != before["spec"]
+    assert "--max-model-len=2048" in json.dumps(after["spec"])
+    assert after["metadata"]["labels"]["team"] == "keeps-this"  # not the operator's: kept
+    assert client.event_reasons() == ["Created"] * 3  # nothing created the second time
+
+
 def test_an_invalid_profile_says_why() -> None:
     client = FakeClient()
     body = load("01-capacity-profile.yaml")
