@@ -355,6 +355,11 @@ def trainer_arguments(config: TrainingConfig) -> dict[str, Any]:
     }
 
 
+LLAMA_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The linear layers of a Llama-family block (SmolLM2, Qwen2.5): ``all-linear`` with
+``lora.top_layers``."""
+
+
 def lora_config(config: TrainingConfig) -> Any:
     """peft's ``LoraConfig`` for ``config.lora``, or None (full fine-tuning)."""
     if config.lora is None:
@@ -362,17 +367,20 @@ def lora_config(config: TrainingConfig) -> Any:
     from peft import LoraConfig
 
     layers = None
+    targets = config.lora.target_modules
     if config.lora.top_layers is not None:
         from transformers import AutoConfig
 
         location, _ = resolve_base(config.base_model)
         total = int(AutoConfig.from_pretrained(location).num_hidden_layers)
         layers = list(range(max(0, total - config.lora.top_layers), total))
+        if targets == "all-linear":  # peft takes layers_to_transform with named modules only
+            targets = list(LLAMA_LINEAR)
     return LoraConfig(
         r=config.lora.r,
         lora_alpha=config.lora.alpha,
         lora_dropout=config.lora.dropout,
-        target_modules=config.lora.target_modules,
+        target_modules=targets,
         layers_to_transform=layers,
         task_type="CAUSAL_LM",
     )

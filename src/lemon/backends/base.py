@@ -85,11 +85,21 @@ class BackendError(Exception):
     closed, an endpoint still failing after the retries), as opposed to a request it refused
     (a prompt over the context); it defaults to ``transient``."""
 
-    def __init__(self, reason: str, *, transient: bool, unavailable: bool | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        transient: bool,
+        unavailable: bool | None = None,
+        kind: str | None = None,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.transient = transient
         self.unavailable = transient if unavailable is None else unavailable
+        self.kind = kind
+        """A :class:`lemon.engine.results.FailureKind` value the failed agent takes instead of
+        the one ``unavailable`` implies (``not_in_table``: an outcome table lacks the call)."""
 
 
 @runtime_checkable

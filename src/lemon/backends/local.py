@@ -358,6 +358,28 @@ _MODELS: dict[ModelSource, LocalModel] = {}
 _LOAD_LOCK = threading.Lock()
 
 
+def _merged_adapter(path: Path, dtype: Any) -> Any:
+    """A LoRA adapter directory's base model with the adapter merged into its weights (so the
+    weight-only CPU layers apply to the result as to any model). The base is the one the
+    directory's ``policy.json`` names (``packaged``: SmolLM2-135M-Instruct converted from the
+    shipped GGUF), else the adapter's own ``base_model_name_or_path``."""
+    import json
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+    meta = path / "policy.json"
+    if meta.is_file():
+        named = json.loads(meta.read_text()).get("base_model")
+        if named == "packaged":
+            base = str(converted_packaged_model("bfloat16"))
+        elif named:
+            base = named
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+
+
 def load_model(source: ModelSource) -> LocalModel:
     """Load (once per process) the model for ``source``."""
     with _LOAD_LOCK:
@@ -373,7 +395,10 @@ def load_model(source: ModelSource) -> LocalModel:
         path = str(converted_packaged_model("bfloat16")) if source.is_packaged else source.name
         with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(path)
-            model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype(dtype))
+            if (Path(path) / "adapter_config.json").is_file():
+                model: Any = _merged_adapter(Path(path), load_dtype(dtype))
+            else:
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=load_dtype(dtype))
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token

@@ -55,6 +55,38 @@ def _method(args: argparse.Namespace) -> str:
     return f"baseline:{name}"
 
 
+def _table(args: argparse.Namespace) -> Any:
+    """The outcome table ``--table`` names (None without it), checked against the options."""
+    if not args.table:
+        return None
+    from lemon.tables.store import Table, TableError
+
+    try:
+        table = Table.open(args.table)
+    except TableError as exc:
+        raise UsageError(str(exc)) from None
+    if args.benchmark and args.benchmark != table.meta.benchmark:
+        raise UsageError(f"--table {args.table} holds {table.meta.benchmark}, not {args.benchmark}")
+    if args.max_tokens != table.meta.worker_max_tokens:
+        raise UsageError(
+            f"--table {args.table} was built with {table.meta.worker_max_tokens} tokens per agent: "
+            f"give --max-tokens {table.meta.worker_max_tokens} (other budgets ask other questions)"
+        )
+    return table
+
+
+def _table_items(args: argparse.Namespace, table: Any) -> list[Any]:
+    """The table's items, in its order (``--offset``/``--limit`` select a range)."""
+    from lemon.data import Benchmark
+    from lemon.scoring import item_index
+
+    index = item_index(Benchmark(table.meta.benchmark))
+    ids = table.items[args.offset : args.offset + args.limit if args.limit else None]
+    if not ids:
+        raise UsageError("no items selected")
+    return [index[i] for i in ids]
+
+
 def run(args: argparse.Namespace) -> int:
     from lemon.backends.callcache import wrap_backends
     from lemon.capacity import build_backends, close_backends
@@ -62,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
     from lemon.pricing import policy_price, resolve_prices
     from lemon.spec.models import Capacity
 
-    items = select_items(args)
+    table = _table(args)
+    items = _table_items(args, table) if table is not None else select_items(args)
+    if table is None and not args.benchmark:
+        raise UsageError("give --benchmark (or --table)")
     method = _method(args)
     if args.deadline <= 0:
         raise UsageError("--deadline must be positive")
@@ -98,7 +133,13 @@ def run(args: argparse.Namespace) -> int:
     cache = None if args.specs_only else open_call_cache(args)
 
     async def go() -> dict[str, Any]:
-        backends = {} if args.specs_only else wrap_backends(build_backends(profile), cache)
+        if table is not None and not args.specs_only:
+            from lemon.tables.replay import table_backends
+
+            backends, _ = table_backends(table)
+            meta["table"] = str(table.path)
+        else:
+            backends = {} if args.specs_only else wrap_backends(build_backends(profile), cache)
         if backends:
             meta["models"] = {tier.value: b.model_id for tier, b in backends.items()}
         try:
@@ -133,6 +174,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("eval", help="run a method on a benchmark, score it, write results")
     add_item_options(
         p,
+        benchmark_required=False,
         splits=("test", "all", "train"),
         split_help="test (default): reported items only, never the held-in training partition; "
         "all: the whole published file, in file order",
@@ -143,6 +185,12 @@ def register(sub: Any) -> None:
         choices=["small", "medium", "large"],
         default=None,
         help="run every agent on this capacity tier (e.g. one agent per tier)",
+    )
+    p.add_argument(
+        "--table",
+        metavar="DIR",
+        help="answer every worker call from this outcome table (no model runs; a call it lacks "
+        "fails its agent as not_in_table) and take its items",
     )
     p.add_argument("--spec", metavar="PATH", help="run this spec on every item")
     p.add_argument(

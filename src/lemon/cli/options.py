@@ -184,11 +184,12 @@ def add_item_options(
     splits: tuple[str, ...],
     split_help: str | None = None,
     stratified: bool = False,
+    benchmark_required: bool = True,
 ) -> None:
     """``--benchmark``, ``--split`` (the first of ``splits`` is the default), ``--limit``,
     ``--offset`` and ``--data-dir`` (and ``--stratified`` when asked): which benchmark items a
     command works on."""
-    parser.add_argument("--benchmark", required=True)
+    parser.add_argument("--benchmark", required=benchmark_required)
     parser.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
     parser.add_argument("--offset", type=int, default=0)
     if stratified:

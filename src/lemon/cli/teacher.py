@@ -200,6 +200,69 @@ def balanced(rows: list[tuple[str, str]], *, max_repeat: int) -> list[str]:
     ]
 
 
+def _token_counter() -> tuple[Any, str]:
+    """The packaged policy's own token count of a prompt and completion (transformers), else
+    an estimate; and which it is."""
+    from lemon.teaching.from_tables import estimate_tokens
+
+    try:
+        from transformers import AutoTokenizer
+
+        from lemon.backends.packaged import converted_packaged_model
+
+        tokenizer = AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
+    except (ImportError, OSError):
+        return estimate_tokens, "estimated (about 4 characters a token: transformers missing)"
+
+    def count(messages: list[dict[str, str]], completion: str) -> int:
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(prompt, dict):  # transformers >= 5 returns a BatchEncoding
+            prompt = prompt["input_ids"]
+        return len(prompt) + len(tokenizer(completion, add_special_tokens=False)["input_ids"]) + 1
+
+    return count, "the packaged SmolLM2-135M-Instruct tokenizer and chat template"
+
+
+def run_tables(args: argparse.Namespace) -> int:
+    """Rows from an outcome table: per item the best team by R_orch at full cost."""
+    import json
+
+    from lemon.atomic import write_text
+    from lemon.pricing import policy_price
+    from lemon.tables.store import Table, TableError
+    from lemon.teaching.from_tables import table_teacher_rows
+
+    if args.max_repeat < 1:
+        raise UsageError("--max-repeat must be at least 1")
+    try:
+        table = Table.open(args.table)
+    except TableError as exc:
+        raise UsageError(str(exc)) from None
+    count, how = _token_counter()
+    items = table.items[args.offset : args.offset + args.limit if args.limit else None]
+    result = table_teacher_rows(
+        table,
+        teams=[t for t in (args.teams or "").split(",") if t] or None,
+        prompt_format=args.prompt_format,
+        count_tokens=count,
+        policy_price=policy_price(None),
+        min_success=args.min_success,
+        items=items,
+    )
+    lines = [(str(r["provenance"]["chosen"]), json.dumps(r, ensure_ascii=False) + "\n")
+             for r in result.rows]  # fmt: skip
+    written = balanced(lines, max_repeat=args.max_repeat) if args.balance else [x for _, x in lines]
+    write_text(args.out, "".join(written))
+    chosen = ", ".join(f"{t} {n}" for t, n in sorted(result.chosen.items(), key=lambda x: -x[1]))
+    print(
+        f"{len(result.rows)} rows from {len(items)} items ({result.dropped} where no team "
+        f"succeeded dropped); chosen: {chosen}"
+        + (f"; {len(written)} after balancing" if args.balance else "")
+        + f"; policy tokens: {how} -> {args.out}"
+    )
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "teacher",
@@ -248,3 +311,24 @@ def register(sub: Any) -> None:
         "--max-repeat", type=int, default=4, help="most copies of one row with --balance (4)"
     )
     select.set_defaults(handler=run_select)
+    tables = teachers.add_parser(
+        "tables",
+        help="rows from an outcome table: per item the team with the best R_orch at full cost",
+    )
+    tables.add_argument("table", type=Path, help="an outcome table (lemon table)")
+    tables.add_argument("--out", type=Path, required=True, help="the rows (JSONL), replaced")
+    tables.add_argument("--teams", default=None, help="candidate teams (default: the table's)")
+    tables.add_argument(
+        "--prompt-format",
+        default="lemon-policy-prompt/v1",
+        choices=["lemon-policy-prompt/v1", "lemon-policy-prompt/v2"],
+        help="the policy prompt the rows are written in (lemon.policy.prompt)",
+    )
+    tables.add_argument(
+        "--min-success", type=float, default=1.0, help="drop items whose best team scores less"
+    )
+    tables.add_argument("--balance", action="store_true", help="repeat rows of rarer teams")
+    tables.add_argument("--max-repeat", type=int, default=4, help="with --balance (default 4)")
+    tables.add_argument("--limit", type=int, default=0, help="first N items of the table")
+    tables.add_argument("--offset", type=int, default=0)
+    tables.set_defaults(handler=run_tables)

@@ -361,6 +361,8 @@ class _Run:
                 if not retry:
                     result.latency_s = time.perf_counter() - started
                     kind = FailureKind.TIER_UNAVAILABLE if exc.unavailable else None
+                    if exc.kind is not None:
+                        kind = FailureKind(exc.kind)
                     self._finish(result, AgentStatus.FAILED, exc.reason, kind)
                     return None
                 await asyncio.sleep(delay * (0.5 + random.random()))  # jittered backoff
@@ -454,10 +456,9 @@ async def execute(
         error = f"output agent {dag.output!r} {final.status.value}: {final.error}"
     if not succeeded and failure is None:
         kinds = {a.failure for a in run.results.values()}
-        failure = (
-            FailureKind.TIER_UNAVAILABLE
-            if FailureKind.TIER_UNAVAILABLE in kinds
-            else FailureKind.AGENT_FAILED
+        failure = next(
+            (k for k in (FailureKind.TIER_UNAVAILABLE, FailureKind.NOT_IN_TABLE) if k in kinds),
+            FailureKind.AGENT_FAILED,
         )
     result = RunResult(
         status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,

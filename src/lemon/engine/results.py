@@ -38,6 +38,9 @@ class FailureKind(StrEnum):
     """The caller cancelled the run."""
     INVALID_SPEC = "invalid_spec"
     """The spec did not validate, so nothing ran (set by callers that validate first)."""
+    NOT_IN_TABLE = "not_in_table"
+    """A worker call an outcome table was asked for and does not hold, with no model behind it
+    (:mod:`lemon.tables.replay`)."""
 
 
 @dataclass(slots=True)

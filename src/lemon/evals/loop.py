@@ -231,6 +231,7 @@ def summarize(
         "calls": sum(int(r["calls"]) for r in records),
         "cache_hits": sum(int(r.get("cache_hits", 0)) for r in records),
         "failed_runs": sum(r["status"] not in ("succeeded", "spec_only") for r in records),
+        "failures": dict(Counter(str(r["failure"]) for r in records if r.get("failure"))),
         "mean_wall_s": sum(float(r["wall_s"]) for r in records) / n if n else 0.0,
         **extra,
     }

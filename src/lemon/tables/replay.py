@@ -75,7 +75,7 @@ class _NotInTable:
         return f"the outcome table's {self.tier} tier (no model loaded)"
 
     async def generate(self, request: GenerationRequest) -> Generation:
-        raise BackendError(MISSING, transient=False, unavailable=False)
+        raise BackendError(MISSING, transient=False, unavailable=False, kind="not_in_table")
 
     async def aclose(self) -> None:
         return

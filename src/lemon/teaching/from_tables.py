@@ -1,0 +1,118 @@
+"""Teacher rows from an outcome table: per item, the team with the best R_orch at full cost.
+
+For every item of a (train) table and every candidate team it holds, R_orch
+(:mod:`lemon.reward`) of the team's recorded outcome: success, the workers' tier-priced tokens,
+and the tokens the policy itself would spend writing that team's spec (its prompt and the
+spec's canonical text, priced at the policy's price), structure. The best team (ties: the
+first in the table's team order) becomes the item's SFT row, in the chosen prompt format. Items
+where no team succeeded say nothing about which team pays: they are dropped (``min_success``)
+and counted. No model runs: the table is the teacher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lemon.policy.prompt import PROMPT_FORMAT, policy_messages, spec_completion
+from lemon.reward import RewardConfig, orchestration_reward
+from lemon.tables.columns import column
+from lemon.tables.store import Table
+from lemon.tasks import classify_task, task_text
+
+__all__ = ["TableTeacher", "estimate_tokens", "table_teacher_rows"]
+
+TokenCounter = Callable[[list[dict[str, str]], str], int]
+"""Tokens of (prompt messages, completion) under the policy's tokenizer and chat template."""
+
+
+def estimate_tokens(messages: list[dict[str, str]], completion: str) -> int:
+    """A tokenizer-free estimate (about four characters a token), when none is at hand."""
+    return (sum(len(m["content"]) for m in messages) + len(completion)) // 4 + 8
+
+
+@dataclass(slots=True)
+class TableTeacher:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    """Items where no team reached ``min_success``."""
+    chosen: dict[str, int] = field(default_factory=dict)
+
+
+def table_teacher_rows(
+    table: Table,
+    *,
+    teams: Sequence[str] | None = None,
+    rewards: RewardConfig | None = None,
+    prompt_format: str = PROMPT_FORMAT,
+    count_tokens: TokenCounter = estimate_tokens,
+    policy_price: float = 0.0,
+    min_success: float = 1.0,
+    items: Sequence[str] | None = None,
+) -> TableTeacher:
+    """The SFT rows of ``table`` (every item with a cell for every team of ``teams``)."""
+    from lemon.data import Benchmark
+    from lemon.scoring import item_index
+
+    config = rewards or RewardConfig()
+    names = list(teams or [t for t in table.teams if not t.startswith("sample-")])
+    index = item_index(Benchmark(table.meta.benchmark))
+    out = TableTeacher()
+    for item_id in items if items is not None else table.items:
+        cells = {t: table.cell(item_id, t) for t in names}
+        if any(c is None for c in cells.values()):
+            continue
+        item = index[item_id]
+        task = task_text(item)
+        kind = classify_task(task)
+        messages = policy_messages(task, format=prompt_format)
+        scored: list[tuple[float, str, Any]] = []
+        for team in names:
+            col = column(team)
+            if not col.applies_to(kind):
+                continue
+            cell = cells[team]
+            assert cell is not None
+            spec = col.spec(kind)
+            completion = spec_completion(spec, col.output)
+            policy_tokens = count_tokens(messages, completion)
+            reward = orchestration_reward(
+                cell.success,
+                worker_tokens=cell.worker_tokens,
+                priced_tokens=cell.priced,
+                policy_priced_tokens=policy_tokens * policy_price,
+                agents=len(spec.agents),
+                edges=sum(len(a.depends_on) for a in spec.agents),
+                config=config,
+            )
+            scored.append((reward, team, (spec, completion, cell, policy_tokens)))
+        if not scored:
+            continue
+        best_reward, best_team, (spec, completion, cell, policy_tokens) = max(
+            scored, key=lambda s: s[0]
+        )
+        if cell.success < min_success:
+            out.dropped += 1
+            continue
+        out.chosen[best_team] = out.chosen.get(best_team, 0) + 1
+        out.rows.append(
+            {
+                "id": item_id,
+                "prompt": messages,
+                "completion": [{"role": "assistant", "content": completion}],
+                "provenance": {
+                    "teacher": "table",
+                    "table": str(table.path),
+                    "benchmark": table.meta.benchmark,
+                    "chosen": best_team,
+                    "reward": round(best_reward, 6),
+                    "success": cell.success,
+                    "worker_tokens": cell.worker_tokens,
+                    "priced_tokens": round(cell.priced, 3),
+                    "policy_tokens": policy_tokens,
+                    "candidates": {team: round(r, 6) for r, team, _ in scored},
+                },
+            }
+        )
+    return out
