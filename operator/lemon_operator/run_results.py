@@ -60,15 +60,18 @@ MAX_TRACE_BYTES = 256 * 1024
 Status = dict[str, Any]
 TIERS_READY = "every tier the run needs is ready"
 
-FAILURE_REASONS: dict[FailureKind, str] = {
+_NAMED_REASONS: dict[FailureKind, str] = {
     FailureKind.DEADLINE: "DeadlineExceeded",
-    FailureKind.TIER_UNAVAILABLE: "TierUnavailable",
-    FailureKind.AGENT_FAILED: "AgentFailed",
     FailureKind.DEPENDENCY: "AgentFailed",  # an agent's kind; a run's is never this
-    FailureKind.CANCELLED: "Cancelled",
     FailureKind.INVALID_SPEC: "SpecInvalid",
 }
-"""The ``Succeeded`` condition's reason for a run that failed with each kind."""
+FAILURE_REASONS: dict[FailureKind, str] = {
+    kind: _NAMED_REASONS.get(kind) or "".join(word.title() for word in kind.value.split("_"))
+    for kind in FailureKind
+}
+"""The ``Succeeded`` condition's reason for a run that failed with each kind: the kind's name in
+CamelCase (``tier_unavailable`` is ``TierUnavailable``, ``agent_failed`` ``AgentFailed``,
+``cancelled`` ``Cancelled``) but for the reasons Kubernetes users know by another name."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,9 +40,12 @@ _PHASES: dict[int, RunPhase] = {
     pb.RunState.CANCELLED: RunPhase.FAILED,
 }
 """The service's phases as a LemonRun's (anything else, e.g. unspecified, is Failed)."""
+_PROTO_KINDS: dict[str, int] = dict(pb.FailureKind.items())
 _FAILURES: dict[int, FailureKind] = {
-    pb.FailureKind.Value(f"FAILURE_KIND_{kind.name}"): kind for kind in FailureKind
-}  # a kind the proto lacks fails here, at import
+    _PROTO_KINDS[f"FAILURE_KIND_{kind.name}"]: kind
+    for kind in FailureKind
+    if f"FAILURE_KIND_{kind.name}" in _PROTO_KINDS
+}  # the proto's kinds by name: FAILURE_KIND_DEADLINE is deadline (tests/unit/test_runs.py)
 _RETRY = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -16,6 +16,7 @@ class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILURE_KIND_DEPENDENCY: _ClassVar[FailureKind]
     FAILURE_KIND_CANCELLED: _ClassVar[FailureKind]
     FAILURE_KIND_INVALID_SPEC: _ClassVar[FailureKind]
+    FAILURE_KIND_NOT_IN_TABLE: _ClassVar[FailureKind]
 FAILURE_KIND_UNSPECIFIED: FailureKind
 FAILURE_KIND_DEADLINE: FailureKind
 FAILURE_KIND_TIER_UNAVAILABLE: FailureKind
@@ -23,6 +24,7 @@ FAILURE_KIND_AGENT_FAILED: FailureKind
 FAILURE_KIND_DEPENDENCY: FailureKind
 FAILURE_KIND_CANCELLED: FailureKind
 FAILURE_KIND_INVALID_SPEC: FailureKind
+FAILURE_KIND_NOT_IN_TABLE: FailureKind
 
 class RunOptions(_message.Message):
     __slots__ = ("max_tokens", "seed", "template")
