@@ -21,6 +21,8 @@ As vLLM does:
   back until it is decided); the transformers backend decodes a batch at once, so its text
   arrives in one chunk. An error before the first token gets the ordinary error response; one
   after it an ``error`` event before ``[DONE]``;
+- a client that hangs up before its (non-streamed) answer is ready has its generation
+  cancelled, freeing the model's slot;
 - a chat request whose last message is from the assistant with
   ``continue_final_message: true`` continues that message, and the returned content excludes it.
 
@@ -39,9 +41,9 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,6 +58,14 @@ from lemon.backends.base import (
 from lemon.backends.llamacpp import LlamaBackend
 from lemon.backends.local import LocalBackend
 
+if TYPE_CHECKING:
+    from starlette.requests import Request
+else:  # a module-level name: FastAPI resolves the routes' annotations in this module
+    try:
+        from starlette.requests import Request
+    except ImportError:  # the serve extra is missing: create_app fails on fastapi, saying so
+        Request = object
+
 __all__ = ["ERRORS", "ServedModel", "create_app", "releasable", "serve"]
 
 ServedBackend = LocalBackend | LlamaBackend
@@ -68,6 +78,7 @@ ERRORS: dict[ErrorKind, tuple[int, str]] = {
     "server_error": (500, "server_error"),
 }
 """Each failure's HTTP status and OpenAI error ``type``."""
+_DISCONNECT_POLL_S = 0.5
 
 
 class _ChatMessage(BaseModel):
@@ -312,10 +323,17 @@ class _Server:
         except BackendError as exc:
             raise _backend_error(exc) from None
 
-    async def answer(self, body: _Common, request: GenerationRequest, kind: str) -> Any:
+    async def answer(
+        self,
+        body: _Common,
+        request: GenerationRequest,
+        kind: str,
+        *,
+        disconnected: Callable[[], Awaitable[bool]],
+    ) -> Any:
         if body.stream:
             return await self.stream(body, request, kind)
-        generation = await self.generate(request, None)
+        generation = await self._unless_gone(self.generate(request, None), disconnected)
         text = generation.text[len(request.prefill) :]
         choice: dict[str, Any] = {"index": 0, "finish_reason": generation.finish_reason}
         if kind == "chat":
@@ -330,6 +348,25 @@ class _Server:
             "choices": [choice],
             "usage": _usage(generation),
         }
+
+    @staticmethod
+    async def _unless_gone(
+        call: Awaitable[Generation], disconnected: Callable[[], Awaitable[bool]]
+    ) -> Generation:
+        """``call``'s result; cancelled when the client hangs up first (as vLLM aborts), so
+        a caller's timed-out attempt stops taking a slot beside its retry."""
+        task = asyncio.ensure_future(call)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=_DISCONNECT_POLL_S)
+                if done:
+                    return task.result()
+                if await disconnected():
+                    task.cancel()
+                    raise _Refused("invalid_request", "the client disconnected")
+        finally:
+            if not task.done():
+                task.cancel()
 
     async def stream(self, body: _Common, request: GenerationRequest, kind: str) -> Any:
         """Start the generation; answer with an error if it fails before its first text,
@@ -445,15 +482,19 @@ def create_app(backend: ServedBackend, *, served_name: str | Sequence[str]) -> A
 
     @app.post("/v1/chat/completions")
     @app.post("/openai/v1/chat/completions")
-    async def chat(body: _ChatRequest) -> Any:
+    async def chat(body: _ChatRequest, http: Request) -> Any:
         served.check(body.model)
-        return await server.answer(body, server.chat_request(body), "chat")
+        return await server.answer(
+            body, server.chat_request(body), "chat", disconnected=http.is_disconnected
+        )
 
     @app.post("/v1/completions")
     @app.post("/openai/v1/completions")
-    async def completions(body: _CompletionRequest) -> Any:
+    async def completions(body: _CompletionRequest, http: Request) -> Any:
         served.check(body.model)
-        return await server.answer(body, server.completion_request(body), "completions")
+        return await server.answer(
+            body, server.completion_request(body), "completions", disconnected=http.is_disconnected
+        )
 
     return app
 

@@ -27,10 +27,16 @@ pytestmark = pytest.mark.model
 QUESTION = [{"role": "user", "content": "Tom has 3 apples and buys 4 more. How many now?"}]
 
 
+COUNTING = "1, 2, 3, 4, 5, 6,"  # SmolLM2 goes on counting until max_tokens
+
+
 @pytest.fixture(scope="module")
 def gguf_server() -> Iterator[ModelServer]:
+    """One sequence at a time (``--slots 1``): a request that kept its slot after its client
+    left would hold up the next one for as long as it runs."""
     server = ModelServer(
-        served=("small", "smollm2"), model_args=("--profile", "tiny", "--tier", "small")
+        served=("small", "smollm2"),
+        model_args=("--profile", "tiny", "--tier", "small", "--slots", "1"),
     )
     try:
         yield server
@@ -134,17 +140,25 @@ def test_a_grammar_on_llama_cpp_is_refused_with_a_400(client: openai.OpenAI) -> 
         )
 
 
-def test_a_client_that_leaves_mid_stream_frees_its_slot(client: openai.OpenAI) -> None:
-    stream = client.chat.completions.create(
-        model="small", messages=QUESTION, max_tokens=2000, stream=True
-    )
+def test_a_client_that_leaves_frees_its_slot(client: openai.OpenAI) -> None:
+    """Thousands of tokens asked, the client gone after a few (mid-stream, or timed out before
+    a whole answer): the next request on the server's one slot is answered at once."""
+    stream = client.completions.create(model="small", prompt=COUNTING, max_tokens=3000, stream=True)
     for index, _chunk in enumerate(stream):
         if index == 3:
             break
     stream.close()
-    again = client.chat.completions.create(model="small", messages=QUESTION, max_tokens=4)
+    quick = client.with_options(timeout=60)
+    again = quick.completions.create(model="small", prompt="Hello", max_tokens=4)
     assert again.usage is not None
     assert again.usage.completion_tokens == 4
+    with pytest.raises(openai.APITimeoutError):
+        client.with_options(timeout=3).completions.create(
+            model="small", prompt=COUNTING, max_tokens=3000
+        )
+    after = quick.completions.create(model="small", prompt="Hello", max_tokens=4)
+    assert after.usage is not None
+    assert after.usage.completion_tokens == 4
 
 
 def test_transformers_models_stream_in_one_piece(tiny_model_dir: Path) -> None:

@@ -17,6 +17,7 @@ FORBIDDEN = (
     "torch",
     "trl",
     "transformers",
+    "lemon_cluster",
     "lemon_operator",
     "lemon_service",
     "lemon_train",
