@@ -63,7 +63,18 @@ def _stub(name: str) -> Callable[[], str]:
     return lambda: _grpc_stubs()[name]
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fixed_teams() -> str:
+    from lemon.tables.choice import choose_fixed_teams
+
+    return json.dumps(choose_fixed_teams(ROOT), indent=1) + "\n"
+
+
 GENERATED: dict[str, Callable[[], str]] = {
+    # The best fixed team per task kind, from the shipped outcome tables (lemon run's default).
+    "src/lemon/policy/fixed_teams.json": _fixed_teams,
     "schemas/lemon-spec.schema.json": _spec_schema,
     # The CRDs, from the same models (lemon.resources.crds).
     "crds/lemon.ai_lemonspecs.yaml": lambda: crd_yaml("LemonSpec"),

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from lemon.evals.table_report import table_report
+from lemon.policy.columns import column
 from lemon.pricing import DEFAULT_TIER_PRICES
 from lemon.tables.build import table_items
-from lemon.tables.columns import column
 from lemon.tables.store import Cell, Table, TableMeta, TierModel
 from lemon.tasks import TaskKind
 from tests.conftest import run_lemon

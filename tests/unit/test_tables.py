@@ -13,10 +13,10 @@ from lemon.backends.callcache import CachedBackend, PersistentCallCache
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
 from lemon.data.items import NumericItem
 from lemon.orchestration import ItemSettings, item_outcome, run_item
+from lemon.policy.columns import column, columns
 from lemon.pricing import DEFAULT_TIER_PRICES
 from lemon.spec.models import Capacity, Spec
 from lemon.tables.build import build_table, table_items
-from lemon.tables.columns import column, columns
 from lemon.tables.replay import MISSING, table_backends
 from lemon.tables.store import Table, TableMeta, TierModel
 from lemon.tables.summary import summarize, verify

@@ -1,6 +1,8 @@
-"""``lemon run``: one task end to end. The template policy (or ``--policy``, or ``--spec``)
-writes the team, the agents run on the profile's tiers, the answer is printed; without
-``--task`` the sample GSM8K item is solved and scored against its answer."""
+"""``lemon run``: one task end to end. The default policy writes the team (the best fixed team
+for the task's kind, read from the project's outcome tables: :mod:`lemon.policy.fixed`), or
+``--policy``, ``--baseline template``, or ``--spec``; the agents run on the profile's tiers and
+the answer is printed with the team, its cost beside one large agent's, and, without
+``--task``, the verdict on the sample GSM8K item."""
 
 from __future__ import annotations
 
@@ -72,6 +74,43 @@ def _printer(event: Event) -> None:
         print(line, file=sys.stderr)
 
 
+def _policy(args: argparse.Namespace, parsed: Any) -> Any:
+    """The policy writing the spec: ``--policy``, the template (``--baseline template``), or
+    by default the best fixed team of the task's kind (None: ``--spec`` gives the spec)."""
+    if args.policy is not None:
+        return open_policy(args)
+    if parsed is not None:
+        return None
+    if args.baseline == "template":
+        from lemon.policy.inference import TemplatePolicy
+
+        return TemplatePolicy(TemplateVariant(args.template))
+    from lemon.policy.fixed import BestTeamPolicy
+
+    return BestTeamPolicy()
+
+
+def _cost_line(result: Any, policy: Any, task: str) -> str | None:
+    """The run's tier-priced cost beside one large agent's on the same kind of task."""
+    from lemon.policy.fixed import BestTeamPolicy, best_teams
+    from lemon.tasks import classify_task
+
+    kind = classify_task(task)
+    large = best_teams().get(kind.value, {}).get("large_cost")
+    line = f"cost: {result.priced_tokens:.0f} tier-priced tokens"
+    if large:
+        choice = best_teams()[kind.value]
+        line += (
+            f"; one large agent averages {large:.0f} on {choice['benchmark']} "
+            f"({choice['source']})"
+        )
+    if isinstance(policy, BestTeamPolicy):
+        line += "; team: " + ", ".join(
+            f"{a.name} ({a.role}, {a.capacity.value})" for a in policy.spec(kind).agents
+        )
+    return line
+
+
 def run(args: argparse.Namespace) -> int:
     from lemon.backends.base import Decoding
     from lemon.engine.executor import ExecutionOptions
@@ -102,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give --spec or --policy, not both")
     if args.policy_constrained and args.policy is None:
         raise UsageError("--policy-constrained needs --policy")
-    policy = open_policy(args) if args.policy is not None else None
+    if args.baseline is not None and (args.policy is not None or parsed is not None):
+        raise UsageError("give one of --baseline, --policy, --spec")
+    policy = _policy(args, parsed)
     sample = sample_item() if args.task is None else None
     task = sample.question if sample is not None else args.task
     if sample is not None and not args.json:
@@ -149,6 +190,9 @@ def run(args: argparse.Namespace) -> int:
         print(result.profile_note, file=sys.stderr)
         print(render_table(trace.events), file=sys.stderr)
         print(result.answer if result.answer is not None else f"FAILED: {result.error}")
+        cost = _cost_line(result, policy, task)
+        if cost:
+            print(cost, file=sys.stderr)
         if verdict is not None:
             read = "no number" if verdict["extracted"] is None else f"{verdict['extracted']:g}"
             mark = "correct" if verdict["correct"] else "wrong"
@@ -162,8 +206,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "run",
         help="run a task end to end (spec, agents, answer)",
-        description="Run a task: the template policy (or --policy, or --spec) writes the "
-        "team, the agents run on the profile's tiers, the answer is printed.",
+        description="Run a task: the default policy (the best fixed team for the task's kind, "
+        "from the project's outcome tables; or --policy, --baseline template, --spec) writes "
+        "the team, the agents run on the profile's tiers, the answer is printed.",
     )
     p.add_argument(
         "--task",
@@ -171,6 +216,13 @@ def register(sub: Any) -> None:
         help=f"the task text (default: the benchmark item {SAMPLE_ID}, scored against its answer)",
     )
     p.add_argument("--spec", metavar="PATH", help="run this spec instead of the policy's")
+    p.add_argument(
+        "--baseline",
+        choices=["template"],
+        default=None,
+        help="template: the template policy's team (planner small -> solver medium -> verifier "
+        "large) instead of the default, the best fixed team for the task's kind",
+    )
     add_policy_options(p)
     p.add_argument(
         "--template",
@@ -182,7 +234,12 @@ def register(sub: Any) -> None:
     add_roles_option(p)
     add_json_option(p)
     p.add_argument("--trace", metavar="PATH", help="append the run's events (JSONL) to PATH")
-    p.add_argument("--max-tokens", type=int, default=256, help="per agent (default 256)")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=300,
+        help="per agent (default 300, as the outcome tables measured the teams)",
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--deadline", type=float, default=900.0, help="seconds for the whole run")
     p.set_defaults(handler=run)

@@ -112,9 +112,9 @@ def _build(args: argparse.Namespace) -> int:
     from lemon.backends.callcache import CachedBackend, PersistentCallCache, wrap_backends
     from lemon.capacity import build_backends, close_backends
     from lemon.orchestration import ItemSettings
+    from lemon.policy.columns import columns
     from lemon.pricing import TierPrices
     from lemon.tables.build import build_table
-    from lemon.tables.columns import columns
     from lemon.tables.summary import write_summary
 
     try:
@@ -259,7 +259,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _teams(args: argparse.Namespace) -> int:
-    from lemon.tables.columns import COLUMNS
+    from lemon.policy.columns import COLUMNS
 
     if args.json:
         print(json.dumps({n: c.to_json() for n, c in COLUMNS.items()}))

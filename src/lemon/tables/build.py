@@ -30,10 +30,10 @@ from lemon.data.splits import Split, split_items
 from lemon.engine.executor import build_request
 from lemon.engine.results import AgentStatus, FailureKind, RunResult
 from lemon.orchestration import ItemSettings, item_options, item_outcome, run_item
+from lemon.policy.columns import Column
 from lemon.pricing import TierPrices
 from lemon.spec.models import Capacity, Spec
 from lemon.spec.roles import RoleLibrary, default_roles
-from lemon.tables.columns import Column
 from lemon.tables.store import Cell, StoredCall, Table
 from lemon.tasks import classify_task, task_text
 

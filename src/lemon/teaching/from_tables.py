@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lemon.policy.columns import column
 from lemon.policy.prompt import PROMPT_FORMAT, policy_messages, spec_completion
 from lemon.reward import RewardConfig, orchestration_reward
-from lemon.tables.columns import column
 from lemon.tables.store import Table
 from lemon.tasks import classify_task, task_text
 
