@@ -19,7 +19,7 @@ from lemon.spec.models import Capacity, Spec
 from lemon.tables.build import build_table, table_items
 from lemon.tables.replay import MISSING, table_backends
 from lemon.tables.store import Table, TableMeta, TierModel
-from lemon.tables.summary import summarize, verify
+from lemon.tables.digest import summarize, verify
 from lemon.tasks import TaskKind
 
 TEAMS = ["single-small", "single-medium", "single-large", "verify-medium-large", "sample-medium-1"]

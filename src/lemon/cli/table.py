@@ -115,7 +115,7 @@ def _build(args: argparse.Namespace) -> int:
     from lemon.policy.columns import columns
     from lemon.pricing import TierPrices
     from lemon.tables.build import build_table
-    from lemon.tables.summary import write_summary
+    from lemon.tables.digest import write_summary
 
     try:
         teams = columns(t for t in args.teams.split(",") if t)
@@ -217,7 +217,7 @@ def _print_teams(summary: dict[str, Any]) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     from lemon.tables.store import Table, TableError
-    from lemon.tables.summary import summarize
+    from lemon.tables.digest import summarize
 
     try:
         table = Table.open(args.dir)
@@ -233,7 +233,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from lemon.tables.store import Table, TableError
-    from lemon.tables.summary import summarize, verify
+    from lemon.tables.digest import summarize, verify
 
     try:
         table = Table.open(args.dir)
