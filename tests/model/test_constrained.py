@@ -229,3 +229,24 @@ def test_content_id_follows_the_weights(tiny_model_dir: Path, tmp_path: Path) ->
 def test_grammar_limits_are_typed() -> None:
     with pytest.raises(ValueError, match="max_agents"):
         GrammarLimits(max_agents=0)
+
+
+def test_a_tokenizers_guide_is_never_another_tokenizers(tokenizer: Any) -> None:
+    """The vocabulary masks are cached per tokenizer object, held weakly, and matchers per
+    vocabulary digest: a tokenizer made after another was collected (so it may reuse its
+    ``id``, which the old cache was keyed by) gets its own vocabulary."""
+    import copy
+    import gc
+
+    from lemon.backends import guided
+
+    first = guide_tokenizer(tokenizer, vocab=len(tokenizer))
+    assert guide_tokenizer(tokenizer, vocab=len(tokenizer)) is first
+    other = copy.deepcopy(tokenizer)
+    other.add_tokens(["<lemon-extra-token>"])
+    second = guide_tokenizer(other, vocab=len(other))
+    assert second.vocab == first.vocab + 1
+    assert second.digest != first.digest
+    del other, second
+    gc.collect()
+    assert not any("<lemon-extra-token>" in t.get_vocab() for t in guided._TOKENIZERS)

@@ -109,8 +109,10 @@ from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRul
 
 async def main() -> None:
     path, worker = sys.argv[1], int(sys.argv[2])
-    inner = ScriptedBackend(ScriptedConfig(rules=(ScriptedRule(output="answer {digest}"),)))
-    backend = CachedBackend(inner, PersistentCallCache(path))
+    # each process answers in its own words: only a shared cache makes them agree
+    rule = ScriptedRule(output=f"answer {{digest}} from worker {worker}")
+    inner = ScriptedBackend(ScriptedConfig(rules=(rule,)))
+    backend = CachedBackend(inner, PersistentCallCache(path), identity="one-shared-model")
     texts = {}
     for i in range(60):
         prompt = f"task {(i * 7 + worker) % 40}"
@@ -148,9 +150,11 @@ def test_real_processes_share_one_cache(tmp_path: Path) -> None:
     assert len(merged) == 40
     cache = PersistentCallCache(path)
     assert cache.stats().entries == 40
-    # 6 x 60 requests over 40 distinct prompts: most were answered from the shared file
-    assert sum(o["calls"] for o in outputs) < 6 * 60
-    assert sum(o["calls"] for o in outputs) >= 40
+    # without sharing, each process would compute its 40 prompts (240 calls) and the answers
+    # would disagree above; shared, a prompt is computed once, or twice when two processes
+    # race for it (the loser then reads the winner's answer)
+    calls = sum(o["calls"] for o in outputs)
+    assert 40 <= calls < 6 * 40
 
 
 def test_location_and_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,7 +175,60 @@ def test_location_and_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert stats.returncode == 0, stats.stderr
     data = json.loads(stats.stdout)
     assert data["entries"] == 3
-    assert data["models"] == {"scripted:scripted:any": 3}
+    (identity,) = data["models"]
+    assert identity == ScriptedBackend(DIGEST).content_id(cache)
+    assert data["models"] == {identity: 3}
     cleared = run_lemon("cache", "clear", "--path", str(path), "--json")
     assert json.loads(cleared.stdout)["removed"] == 3
     assert PersistentCallCache(path).stats().entries == 0
+
+
+def test_the_scripted_doubles_identity_covers_its_rules(tmp_path: Path) -> None:
+    """Two scripted configs of one name answer differently: their cached answers never mix
+    (the old identity, ``scripted:{name}:{tier}``, was the same for both)."""
+    cache = PersistentCallCache(tmp_path / "c.sqlite")
+    one = ScriptedBackend(ScriptedConfig(rules=(ScriptedRule(output="one"),)))
+    two = ScriptedBackend(ScriptedConfig(rules=(ScriptedRule(output="two"),)))
+    assert one.model_id == two.model_id
+    assert one.content_id(cache) != two.content_id(cache)
+    first = asyncio.run(CachedBackend(one, cache).generate(_request("q")))
+    second = asyncio.run(CachedBackend(two, cache).generate(_request("q")))
+    assert (first.text, second.text) == ("one", "two")
+
+
+def test_the_llamacpp_identity_covers_the_settings_that_change_outputs(tmp_path: Path) -> None:
+    """``context`` decides where "length" cuts and ``repack`` how greedy near-ties break."""
+    pytest.importorskip("llama_cpp", reason="the llama extra (scripts/setup installs it)")
+    from lemon.backends.llamacpp import LlamaBackend
+
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"GGUF not really")
+    cache = PersistentCallCache(tmp_path / "c.sqlite")
+    base = LlamaBackend(str(weights)).content_id(cache)
+    assert base == LlamaBackend(str(weights)).content_id(cache)
+    assert base != LlamaBackend(str(weights), context=2048).content_id(cache)
+    assert base != LlamaBackend(str(weights), repack=False).content_id(cache)
+    assert LlamaBackend(str(weights), slots=16).content_id(cache) == base  # slots: no
+
+
+def test_the_local_identity_covers_the_chat_template(tmp_path: Path) -> None:
+    """A model directory's chat template (``chat_template.jinja``) decides the prompt the model
+    sees; editing it must change the identity (the old hash read only weight and json files)."""
+    from lemon.backends.local import LocalBackend, ModelSource
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "chat_template.jinja").write_text("{{ messages }}")
+    cache = PersistentCallCache(tmp_path / "c.sqlite")
+
+    def identity() -> str:
+        return LocalBackend(ModelSource(str(model), "float32")).content_id(cache)
+
+    before = identity()
+    (model / "chat_template.jinja").write_text("{{ messages | reverse }}")
+    assert identity() != before
+    (model / "README.md").write_text("notes")  # not part of what the model computes
+    after = identity()
+    assert identity() == after

@@ -98,3 +98,14 @@ def test_duties_can_be_turned_off() -> None:
     for line in ["agents:", "  - name: a"]:
         state = state.advance(line, used=state.used + len(line) + 1)
     assert state.plan[LineKind.ROLE] == (LineKind.CAPACITY,)
+
+
+def test_the_grammars_key_follows_its_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key covers the code that builds the constraints, not only the settings: a cached
+    constrained answer never outlives a change to the grammar's code."""
+    from lemon.spec import grammar
+
+    before = grammar.SpecGrammar.build(budget=256).key()
+    assert grammar.SpecGrammar.build(budget=256).key() == before
+    monkeypatch.setattr(grammar, "grammar_code", lambda: "another version")
+    assert grammar.SpecGrammar.build(budget=256).key() != before

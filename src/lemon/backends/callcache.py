@@ -18,6 +18,10 @@ The key is a SHA-256 over:
 - the full request: every message's role and text, the assistant prefill, a raw prompt, and the
   constraint's identity.
 
+The first answer stored for a key wins, for every process: a writer that computed the same call
+at the same time gets the stored answer back from :meth:`PersistentCallCache.put`, so no two
+readers ever see two answers to one question.
+
 Sampling without a seed is never cached (nor read). Location: ``$LEMON_CALL_CACHE`` (a file
 path, or ``off``), else ``calls.sqlite`` under ``$LEMON_CACHE_DIR`` (default
 ``~/.cache/lemon``). ``lemon cache stats|clear`` inspects and empties it.
@@ -158,7 +162,9 @@ class PersistentCallCache:
         self.hits += 1
         return Generation(str(row[0]), int(row[1]), int(row[2]), str(row[3]))
 
-    def put(self, key: str, model: str, generation: Generation) -> None:
+    def put(self, key: str, model: str, generation: Generation) -> Generation:
+        """Store ``generation`` unless another writer stored this key first; returns the stored
+        answer (the first one wins, for the writer that lost the race too)."""
         with self._lock:
             self._db.execute(
                 "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -172,6 +178,15 @@ class PersistentCallCache:
                     time.time(),
                 ),
             )
+            row = self._db.execute(
+                "SELECT text, prompt_tokens, completion_tokens, finish_reason FROM calls "
+                "WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:  # cleared meanwhile
+            return generation
+        stored = Generation(str(row[0]), int(row[1]), int(row[2]), str(row[3]))
+        return generation if stored == replace(generation, cached=False) else stored
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -283,6 +298,10 @@ class CachedBackend:
         self._inflight[key] = future
         try:
             generation = await self.inner.generate(request)
+            try:
+                stored = await asyncio.to_thread(self.cache.put, key, identity, generation)
+            except sqlite3.Error:  # the answer stands; it is just not kept
+                stored = generation
         except asyncio.CancelledError:
             future.cancel()  # a waiter computes it itself
             raise
@@ -292,9 +311,8 @@ class CachedBackend:
             raise
         finally:
             self._inflight.pop(key, None)
-        future.set_result(generation)
-        await asyncio.to_thread(self.cache.put, key, identity, generation)
-        return generation
+        future.set_result(stored)
+        return stored
 
     async def _shared(self, key: str) -> Generation | None:
         """The answer of an identical call in flight, once it finishes (None: there is none,

@@ -27,7 +27,9 @@ first built, with a clear error when it is missing.
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -66,22 +68,29 @@ class GuideTokenizer:
     token_bytes: tuple[bytes, ...]
     line_safe: Any
     """int32 bitmask (numpy) of the tokens the newline rule allows."""
+    digest: str = ""
+    """SHA-256 of the vocabulary (every token's bytes, width, end token): what keys the
+    matchers built for it."""
 
     @property
     def words(self) -> int:
         return (self.vocab + 31) // 32
 
 
-_TOKENIZERS: dict[tuple[int, int], GuideTokenizer] = {}
+_TOKENIZERS: weakref.WeakKeyDictionary[Any, dict[int, GuideTokenizer]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per tokenizer object (held weakly: never by its ``id``, which a later object may reuse once
+this one is collected) and logits width."""
 _TOKENIZERS_LOCK = threading.Lock()
 
 
 def guide_tokenizer(hf_tokenizer: Any, *, vocab: int) -> GuideTokenizer:
     """The llguidance view of ``hf_tokenizer`` for logits of width ``vocab`` (cached)."""
-    key = (id(hf_tokenizer), vocab)
     with _TOKENIZERS_LOCK:
-        if key in _TOKENIZERS:
-            return _TOKENIZERS[key]
+        known = _TOKENIZERS.get(hf_tokenizer)
+        if known is not None and vocab in known:
+            return known[vocab]
         import numpy as np
 
         llguidance = require_llguidance()
@@ -97,8 +106,9 @@ def guide_tokenizer(hf_tokenizer: Any, *, vocab: int) -> GuideTokenizer:
             bits[i] = newline < 0 or not piece[newline + 1 :].strip(b" ")
         line_safe = np.packbits(bits, bitorder="little").view(np.int32).copy()
         del llguidance
-        made = GuideTokenizer(lltok, vocab, eos, pieces, line_safe)
-        _TOKENIZERS[key] = made
+        digest = hashlib.sha256(b"\x00".join(pieces) + f":{vocab}:{eos}".encode()).hexdigest()
+        made = GuideTokenizer(lltok, vocab, eos, pieces, line_safe, digest)
+        _TOKENIZERS.setdefault(hf_tokenizer, {})[vocab] = made
         return made
 
 
@@ -110,14 +120,15 @@ def _compiled(lark: str) -> str:
     return text
 
 
-_PRISTINE: OrderedDict[tuple[int, str], Any] = OrderedDict()
+_PRISTINE: OrderedDict[tuple[str, str], Any] = OrderedDict()
+"""Built matchers by (the tokenizer's vocabulary digest, the grammar)."""
 _PRISTINE_LOCK = threading.Lock()
 
 
 def _fresh_matcher(tokenizer: GuideTokenizer, lark: str) -> Any:
     """A matcher at the start of ``lark``: a copy of a kept one when this grammar was built
     before (building takes milliseconds, copying microseconds), else built and kept."""
-    key = (id(tokenizer), lark)
+    key = (tokenizer.digest, lark)
     with _PRISTINE_LOCK:
         kept = _PRISTINE.get(key)
         if kept is not None:

@@ -358,6 +358,32 @@ _MODELS: dict[ModelSource, LocalModel] = {}
 _LOAD_LOCK = threading.Lock()
 
 
+_NOT_MODEL = {"README.md", "metrics.jsonl", "result.json", "credit.jsonl", ".gitattributes"}
+
+
+def _model_files(root: Path, *, tokenizer_only: bool) -> list[Path]:
+    """The files of a model directory that decide its outputs (``tokenizer_only``: the
+    tokenizer and chat template files, for weights hashed elsewhere)."""
+    files = sorted(p for p in root.glob("*") if p.is_file() and p.name not in _NOT_MODEL)
+    if tokenizer_only:
+        files = [p for p in files if p.suffix == ".jinja" or p.name.startswith(("tokenizer",
+                 "special_tokens", "chat_template", "vocab", "merges"))]  # fmt: skip
+    return files
+
+
+def _local_snapshot(name: str) -> Path:
+    """A local directory as it is; a hub id as its snapshot in the local Hugging Face cache."""
+    path = Path(name)
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception:  # not cached (or no hub library): nothing to hash
+        return path
+
+
 def _merged_adapter(path: Path, dtype: Any) -> Any:
     """A LoRA adapter directory's base model with the adapter merged into its weights (so the
     weight-only CPU layers apply to the result as to any model). The base is the one the
@@ -445,18 +471,19 @@ class LocalBackend:
         return f"local:{self.source.name}@{self.source.resolved_dtype()}"
 
     def content_id(self, cache: Any) -> str:
-        """The model's identity for the persistent call cache: SHA-256 of its weight, config and
-        tokenizer files (the packaged GGUF for the packaged model; ``cache.fingerprint``
-        remembers each file's hash by size and mtime), with dtype and device. A hub id that
-        is not a local directory cannot be hashed without the hub and keys by name."""
+        """The model's identity for the persistent call cache: SHA-256 of every file the model
+        computes with: weights, config, tokenizer and chat template (``chat_template.jinja``),
+        an adapter (the packaged GGUF, and the tokenizer files converted from it, for the
+        packaged model; ``cache.fingerprint`` remembers each file's hash by size and mtime),
+        with dtype and device. A hub id is hashed from its local snapshot; one that is not in the
+        local Hugging Face cache cannot load either."""
         import hashlib
 
         if self.source.is_packaged:
-            files = [packaged_model().path]
+            converted = converted_packaged_model("bfloat16")
+            files = [packaged_model().path, *_model_files(converted, tokenizer_only=True)]
         else:
-            root = Path(self.source.name)
-            wanted = (".safetensors", ".bin", ".gguf", ".json", ".model", ".txt")
-            files = sorted(p for p in root.glob("*") if p.is_file() and p.suffix in wanted)
+            files = _model_files(_local_snapshot(self.source.name), tokenizer_only=False)
         digest = hashlib.sha256()
         for path in files:
             digest.update(f"{path.name}:{cache.fingerprint(path)}\n".encode())

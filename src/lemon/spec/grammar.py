@@ -31,12 +31,14 @@ dialect of llguidance (``&`` and ``~`` on terminals); this module is pure and ne
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +57,13 @@ __all__ = [
 
 YAML_RESERVED_WORDS = ("yes", "no", "on", "off", "true", "false", "null", "y", "n")
 """Lowercase plain words a YAML loader may read as something other than a string."""
+
+
+@functools.cache
+def grammar_code() -> str:
+    """A hash of this module's source: the version of the code the grammar's constraints come
+    from (part of :meth:`SpecGrammar.key`)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 class SpecGrammarError(ValueError):
@@ -160,9 +169,12 @@ class SpecGrammar:
         return grammar
 
     def key(self) -> str:
-        """A stable identity (cache keys, server requests)."""
+        """A stable identity (cache keys, server requests): the grammar's settings and the
+        code that turns them into constraints (a hash of this module's source), so a change
+        to how the grammar constrains never serves an answer decoded under the old one."""
         payload = json.dumps(
-            [self.roles, self.budget, self.limits.model_dump(), self.tiers], sort_keys=True
+            [self.roles, self.budget, self.limits.model_dump(), self.tiers, grammar_code()],
+            sort_keys=True,
         )
         return "spec-grammar/v1:" + hashlib.sha256(payload.encode()).hexdigest()[:16]
 

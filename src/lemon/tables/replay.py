@@ -48,7 +48,10 @@ class TableCalls:
         self.hits += 1
         return Generation(call.text, call.prompt_tokens, call.completion_tokens, call.finish)
 
-    def put(self, key: str, model: str, generation: Generation) -> None:
+    def put(self, key: str, model: str, generation: Generation) -> Generation:
+        if key in self.added:  # the first answer wins
+            kept = self.added[key]
+            return Generation(kept.text, kept.prompt_tokens, kept.completion_tokens, kept.finish)
         self.added[key] = StoredCall(
             key=key,
             tier=model,
@@ -57,6 +60,7 @@ class TableCalls:
             completion_tokens=generation.completion_tokens,
             finish=generation.finish_reason,
         )
+        return generation
 
 
 class _NotInTable:
