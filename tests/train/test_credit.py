@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +13,8 @@ from lemon.spec.validation import parse_spec
 from lemon_train.credit import (
     MutantScore,
     SpanCredit,
+    byte_level_pieces,
+    byte_offsets,
     credit_matrix,
     field_credits,
     group_advantages,
@@ -200,3 +203,49 @@ def test_span_advantage_moves_gradient_only_on_its_tokens() -> None:
     nonzero = {tuple(i) for i in grad.nonzero().tolist()}
     assert nonzero == {(0, 1), (0, 3)}
     assert grad[0, 1].item() == pytest.approx(-0.4 / 10)
+
+
+def test_offsets_stay_exact_after_a_character_split_across_tokens() -> None:
+    """'é' is two UTF-8 bytes; here a token boundary falls between them. Decoding growing
+    prefixes sees a replacement character at the cut; the bytes say where every later token
+    lies. (The old prefix lengths put every later offset one character off.)"""
+    text = 'duties: "Résumé ✓"\ncapacity: large\n'
+    data = text.encode()
+    cut = data.index("é".encode()) + 1  # inside the first é
+    pieces = [data[:cut], data[cut : cut + 3], data[cut + 3 :]]
+    offsets = byte_offsets(pieces)
+    assert "".join(text[a:b] for a, b in offsets) == text
+    assert offsets[0] == (0, text.index("é"))  # the half character waits for its second byte
+
+    def decode(ids: object) -> str:
+        return b"".join(pieces[i] for i in ids).decode("utf-8", "replace")  # type: ignore[attr-defined]
+
+    assert token_offsets(decode, [0, 1, 2]) == offsets  # the decode-only path agrees
+    assert token_offsets(decode, [0, 1, 2], token_bytes=lambda i: pieces[i]) == offsets
+    start = text.index("large")
+    assert span_to_token_indices((start, start + 5), offsets) == [2]
+
+
+@pytest.mark.model
+def test_byte_level_pieces_of_a_real_tokenizer(tiny_model: Path) -> None:
+    """On the policy's own tokenizer, a non-ASCII duties string's tokens add up to its text and
+    the capacity field's span lands on the tokens that spell it."""
+    from lemon_train.common import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    pieces = byte_level_pieces(tokenizer)
+    assert pieces is not None
+    text = (
+        'agents:\n  - name: a\n    role: critic\n    duties: "Prüfe die Lösung ✓"\n'
+        "    capacity: large\noutput: a\n"
+    )
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(seq: object) -> str:
+        return str(tokenizer.decode(list(seq), skip_special_tokens=True))  # type: ignore[call-overload]
+
+    offsets = token_offsets(decode, ids, token_bytes=pieces)
+    assert "".join(text[a:b] for a, b in offsets) == text == decode(ids)
+    start = text.index("large")
+    tokens = span_to_token_indices((start, start + len("large")), offsets)
+    assert "".join(decode([ids[t]]) for t in tokens).strip() == "large"

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -49,6 +50,8 @@ from lemon.spec.spans import span_to_token_indices
 __all__ = [
     "MutantScore",
     "SpanCredit",
+    "byte_level_pieces",
+    "byte_offsets",
     "credit_matrix",
     "field_credits",
     "group_advantages",
@@ -130,21 +133,91 @@ def group_advantages(
 
 
 def token_offsets(
-    decode: Callable[[Sequence[int]], str], ids: Sequence[int]
+    decode: Callable[[Sequence[int]], str],
+    ids: Sequence[int],
+    *,
+    token_bytes: Callable[[int], bytes] | None = None,
 ) -> list[tuple[int, int]]:
-    """Character range of each token in ``decode(ids)``, by decoding growing prefixes.
+    """Character range of each token in ``decode(ids)``.
 
-    ``decode`` is the tokenizer's decode with special tokens skipped (the text TRL gives the
-    reward functions). A token that adds no characters (a special token, half of a multi-byte
-    character) gets an empty range at its position; ranges never go backwards.
+    With ``token_bytes`` (each token's UTF-8 bytes, empty for a special token), the tokens'
+    bytes go through one incremental UTF-8 decoder: a character split across tokens belongs to
+    the token that completes it, and every later offset stays exact (:func:`byte_offsets`).
+    Without it, growing prefixes are decoded and each is cut to its common prefix with the whole
+    text, so the replacement character a half-decoded multi-byte character shows at the end of
+    a prefix never counts. ``decode`` is the tokenizer's decode with special tokens skipped (the
+    text TRL gives the reward functions). A token that adds no characters gets an empty range at
+    its position; ranges never go backwards.
     """
+    if token_bytes is not None:
+        return byte_offsets([token_bytes(i) for i in ids])
+    whole = decode(ids)
     offsets: list[tuple[int, int]] = []
     previous = 0
     for end in range(1, len(ids) + 1):
-        length = max(previous, len(decode(ids[:end])))
+        length = max(previous, _common_prefix(decode(ids[:end]), whole))
         offsets.append((previous, length))
         previous = length
     return offsets
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def byte_offsets(pieces: Sequence[bytes]) -> list[tuple[int, int]]:
+    """Character range of each token from the tokens' bytes, through one incremental UTF-8
+    decoder (invalid bytes become U+FFFD, as the tokenizer's decode makes them)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    offsets: list[tuple[int, int]] = []
+    position = 0
+    for index, piece in enumerate(pieces):
+        chars = len(decoder.decode(piece, final=index == len(pieces) - 1))
+        offsets.append((position, position + chars))
+        position += chars
+    return offsets
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level BPE alphabet: each byte as the printable character that stands for
+    it in the vocabulary (printable bytes as themselves, the rest shifted past 255)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    chars = list(printable)
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return {byte: chr(char) for byte, char in zip(printable, chars, strict=True)}
+
+
+def byte_level_pieces(tokenizer: Any) -> Callable[[int], bytes] | None:
+    """Each token's bytes for a byte-level BPE tokenizer (GPT-2's byte-to-unicode alphabet:
+    SmolLM2, Qwen2.5, Llama 3), special tokens as no bytes; None for a tokenizer whose tokens
+    are not byte-level."""
+    alphabet = {char: byte for byte, char in _bytes_to_unicode().items()}
+    special = set(getattr(tokenizer, "all_special_ids", []))
+
+    def piece(token: int) -> bytes:
+        if token in special:
+            return b""
+        text = tokenizer.convert_ids_to_tokens(int(token))
+        return bytes(alphabet[char] for char in text)
+
+    try:  # a tokenizer whose pieces fall outside the alphabet is not byte-level
+        sample = tokenizer("héllo wörld ✓", add_special_tokens=False)["input_ids"]
+        for token in sample:
+            piece(token)
+    except (KeyError, TypeError):
+        return None
+    return piece
 
 
 def credit_matrix(credits: Sequence[Sequence[SpanCredit]], length: int) -> torch.Tensor:

@@ -48,6 +48,7 @@ from lemon_train.common import (
 )
 from lemon_train.credit import (
     SpanCredit,
+    byte_level_pieces,
     credit_matrix,
     span_advantages,
     span_share,
@@ -132,6 +133,7 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
                 decode=lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=True)),
                 rewards=rewards if len(rewards) == len(rows) else None,
                 credits=credits,
+                token_bytes=self.spec_reward.token_bytes,
             )
         trained: Any = self.model
         mode = "train" if trained.training else "eval"
@@ -222,6 +224,7 @@ def record_credit(
     decode: Callable[[Sequence[int]], str],
     rewards: Sequence[float] | None,
     credits: Sequence[Sequence[SpanCredit]],
+    token_bytes: Callable[[int], bytes] | None = None,
 ) -> None:
     """Append one generation batch's counterfactual credit to ``path`` (JSONL), for people to
     read (``lemon ui`` draws it over the spec's text); training never reads it back.
@@ -241,7 +244,7 @@ def record_credit(
     samples = []
     for index, (ids, items) in enumerate(zip(completions, credits, strict=True)):
         text = decode(ids)
-        offsets = token_offsets(decode, ids) if items else []
+        offsets = token_offsets(decode, ids, token_bytes=token_bytes) if items else []
         agents: list[tuple[int, int, str]] = []
         if items:
             try:
@@ -290,6 +293,12 @@ def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
 
 
 def make_reward(config: TrainingConfig, tokenizer: Any, *, kind: RowKind) -> SpecReward:
+    reward = _make_reward(config, tokenizer, kind=kind)
+    reward.token_bytes = byte_level_pieces(tokenizer)
+    return reward
+
+
+def _make_reward(config: TrainingConfig, tokenizer: Any, *, kind: RowKind) -> SpecReward:
     def decode(ids: Any) -> str:
         text: str = tokenizer.decode(list(ids), skip_special_tokens=True)
         return text

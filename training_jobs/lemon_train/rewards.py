@@ -112,6 +112,9 @@ class SpecReward:
         self.rewards = rewards
         self.counterfactual = counterfactual
         self.rng = random.Random(seed)
+        self.token_bytes: Callable[[int], bytes] | None = None
+        """Each token's bytes (:func:`lemon_train.credit.byte_level_pieces`): exact character
+        offsets for the credit spans whatever the text's characters."""
         self.pending: list[list[SpanCredit]] | None = None
         self.last: BatchStats = BatchStats()
         self._calls: set[tuple[Any, ...]] = set()
@@ -198,7 +201,7 @@ class SpecReward:
         chosen = [mutation for group in fields for mutation in group]
         if not chosen:
             return reward, []
-        offsets = token_offsets(self.decode, ids)  # character offsets in ``raw``
+        offsets = token_offsets(self.decode, ids, token_bytes=self.token_bytes)  # in ``raw``
         outcomes = await asyncio.gather(*(self.score_mutant(index, m, parsed, row) for m in chosen))
         scores = []
         for mutation, mutant in zip(chosen, outcomes, strict=True):
@@ -379,8 +382,9 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
 
 
 class EngineReward(SpecReward):
-    """R_orch by executing each spec on the profile's backends (one shared reuse cache, over
-    the persistent call cache unless ``call_cache`` is False or ``$LEMON_CALL_CACHE=off``)."""
+    """R_orch by executing each spec on the profile's backends (a reuse cache per batch, so a
+    spec's mutants re-run only what changed, and that never grows with the run; over the
+    persistent call cache unless ``call_cache`` is False or ``$LEMON_CALL_CACHE=off``)."""
 
     def __init__(
         self,
@@ -448,6 +452,19 @@ class EngineReward(SpecReward):
         )
         prices = resolve_prices(self.rewards.tier_prices, profile=self.profile)
         return await item_outcome(item, result, spec=spec, prices=prices)
+
+    async def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]],
+        **kwargs: Any,
+    ) -> list[float]:
+        if self.cache is not None:  # reuse within one batch (a spec and its mutants) only:
+            from lemon.engine.executor import CallCache  # the persistent cache is behind it
+
+            self.cache = CallCache()
+        return await super().__call__(prompts, completions, completion_ids, **kwargs)
 
     async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
         return await self._run(parsed.spec, parsed.output, row)

@@ -1,0 +1,163 @@
+"""GRPO's reward on an outcome table, and on the real tiny tiers."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lemon.backends.callcache import PersistentCallCache
+from lemon.learning.training_config import CounterfactualConfig
+from lemon.reward import RewardConfig
+from lemon.spec.mutations import MutationKind
+from lemon.tables.store import Table
+from tests.unit.test_tables import TEAMS, _backends, _build, _items, _table
+
+pytestmark = pytest.mark.model  # the policy's tokenizer (transformers)
+
+SINGLE = "agents:\n  - name: solver\n    role: math_solver\n    capacity: {tier}\noutput: solver\n"
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Table:
+    items = _items()
+    backends = _backends(items, PersistentCallCache(tmp_path / "calls.sqlite"))
+    made = _table(tmp_path / "svamp-train", items, backends)
+    _build(made, items, backends)
+    return Table.open(tmp_path / "svamp-train")
+
+
+def _rows(table: Table) -> dict[str, list[Any]]:
+    from lemon.learning.training_data import TableData
+    from lemon_train.task_rows import table_rows
+
+    rows = table_rows(TableData(path=str(table.path)), prompt_format="lemon-policy-prompt/v2")
+    return {key: [r[key] for r in rows] for key in ("task", "answer", "benchmark", "id")}
+
+
+def _reward(table: Table, tokenizer: Any, **kwargs: Any) -> Any:
+    from lemon_train.rewards import TableReward
+
+    return TableReward(
+        lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True),
+        rewards=RewardConfig(),
+        counterfactual=kwargs.pop("counterfactual", CounterfactualConfig(enabled=False)),
+        table=str(table.path),
+        profile="scripted",
+        worker_max_tokens=64,
+        **kwargs,
+    )
+
+
+def test_table_rollouts_are_answered_from_the_table(table: Table, tiny_model: Path) -> None:
+    from lemon_train.common import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    columns = _rows(table)
+    items = columns["id"]
+    large = tokenizer(SINGLE.format(tier="large"), add_special_tokens=False)["input_ids"]
+    reward = _reward(table, tokenizer, live=False)
+    # every item's rollout: one large solver, a column of the table (trailing text after a
+    # blank line is cut, as evaluation cuts it)
+    tail = tokenizer("\n\nThat is my answer.", add_special_tokens=False)["input_ids"]
+    rewards = asyncio.run(
+        reward([None] * len(items), [None] * len(items), [large + tail] * len(items), **columns)
+    )
+    stats = reward.last
+    assert all(stats.valid)
+    assert stats.success == [table.cells[(i, "single-large")].success for i in items]
+    assert reward.distinct_calls == len(items)  # one large call per item
+    assert reward.live_calls == 0
+    # read again: no new distinct call
+    asyncio.run(reward([None] * len(items), [None] * len(items), [large] * len(items), **columns))
+    assert reward.distinct_calls == len(items)
+    assert reward.last.worker_calls == 0
+    assert rewards[0] != rewards[-1] or len(set(stats.success)) == 1
+    # a team the table lacks (duties of its own) fails without live calls
+    text = SINGLE.format(tier="medium").replace("capacity", 'duties: "Be brief."\n    capacity')
+    odd = tokenizer(text, add_special_tokens=False)["input_ids"]
+    asyncio.run(reward([None], [None], [odd], **{k: v[:1] for k, v in columns.items()}))
+    assert reward.last.success == [0.0]
+    assert reward.distinct_calls == len(items) + 1
+
+
+def test_a_call_the_table_lacks_runs_live_and_counts_once(table: Table, tiny_model: Path) -> None:
+    from lemon_train.common import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    columns = {k: v[:1] for k, v in _rows(table).items()}
+    text = SINGLE.format(tier="medium").replace("capacity", 'duties: "Be brief."\n    capacity')
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    reward = _reward(table, tokenizer, live=True)
+    for _ in range(2):
+        asyncio.run(reward([None], [None], [ids], **columns))
+    assert reward.live_calls == 1
+    assert reward.distinct_calls == 1
+    assert reward.last.valid == [True]
+
+
+def test_mutants_of_a_column_are_mostly_other_columns(table: Table, tiny_model: Path) -> None:
+    """A downgraded large solver is the medium column: its Δc comes at no live call."""
+    from lemon_train.common import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    columns = {k: v[:2] for k, v in _rows(table).items()}
+    ids = tokenizer(SINGLE.format(tier="large"), add_special_tokens=False)["input_ids"]
+    credit = CounterfactualConfig(
+        enabled=True, kinds=[MutationKind.DOWNGRADE_CAPACITY], max_mutants=1
+    )
+    reward = _reward(table, tokenizer, live=False, counterfactual=credit)
+    asyncio.run(reward([None] * 2, [None] * 2, [ids] * 2, **columns))
+    assert reward.last.mutant_runs == 2
+    credits = reward.take_pending(2)
+    for item, found in zip(columns["id"], credits, strict=True):
+        (one,) = found
+        large, medium = table.cells[(item, "single-large")], table.cells[(item, "single-medium")]
+        assert (one.delta > 0) == (large.success > medium.success)
+    assert reward.live_calls == 0
+    assert set(TEAMS) >= {"single-large", "single-medium"}
+
+
+def test_engine_reward_on_the_tiny_llamacpp_tiers(tiny_model: Path, tmp_path: Path) -> None:
+    """EngineReward executes a rollout and its mutant on real models (the ``tiny`` profile:
+    SmolLM2-135M on llama.cpp on every tier), scores it as evaluation does, and keeps its
+    reuse cache to one batch (it used to grow for the whole training)."""
+    from lemon.learning.training_data import BenchmarkData
+    from lemon_train.common import load_tokenizer
+    from lemon_train.rewards import EngineReward
+    from lemon_train.task_rows import benchmark_rows
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    rows = benchmark_rows(
+        BenchmarkData(name="gsm8k", limit=1), prompt_format="lemon-policy-prompt/v1"
+    )
+    columns = {key: [rows[0][key]] for key in ("task", "answer", "benchmark", "id")}
+    ids = tokenizer(SINGLE.format(tier="medium"), add_special_tokens=False)["input_ids"]
+    reward = EngineReward(
+        lambda i: tokenizer.decode(list(i), skip_special_tokens=True),
+        rewards=RewardConfig(),
+        counterfactual=CounterfactualConfig(
+            enabled=True, kinds=[MutationKind.UPGRADE_CAPACITY], max_mutants=1
+        ),
+        profile="tiny",
+        call_cache=False,
+        worker_max_tokens=24,
+    )
+    try:
+        (first,) = asyncio.run(reward([None], [None], [ids], **columns))
+        stats = reward.last
+        assert stats.valid == [True]
+        assert stats.worker_tokens[0] > 24  # the prompt and up to 24 completion tokens
+        assert stats.success[0] in (0.0, 1.0)
+        assert stats.mutant_runs == 1
+        assert first == pytest.approx(
+            stats.success[0] - 0.02 * stats.worker_tokens[0] / 1000 - 0.01, abs=0.01
+        )
+        held = reward.cache
+        asyncio.run(reward([None], [None], [ids], **columns))
+        assert reward.cache is not held  # a fresh reuse cache per batch
+        assert len(reward.cache) <= 2  # this batch's spec and mutant only
+    finally:
+        asyncio.run(reward.aclose())
