@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import Watched, wait_ready
 from tests.service.conftest import ServeProcess, free_port
@@ -46,7 +47,7 @@ def _submit(target: str, run_id: str, *, task: str) -> None:
 def test_the_service_serves_its_runs_live_behind_its_token(
     tmp_path: Path, watched: Watched
 ) -> None:
-    profiles = scripted_profiles(tmp_path / "profiles.yaml", latency_s=2.0)
+    profiles = scripted_profiles(tmp_path / "profiles.yaml", latency_s=3.0)
     port = free_port()
     token = tmp_path / "token"
     token.write_text(TOKEN)
@@ -70,14 +71,14 @@ def test_the_service_serves_its_runs_live_behind_its_token(
         page.fill("#token", TOKEN)
         page.keyboard.press("Enter")
         wait_ready(page)
-        assert page.locator(".node").count() == 4
-        assert page.locator("path.edge").count() == 5
         page.evaluate("window.__marker = 'no reload'")
+        expect(page.locator(".node")).to_have_count(4, timeout=60_000)  # once the run starts
+        assert page.locator("path.edge").count() == 5
         page.wait_for_selector(".node[data-agent='planner'][data-status='running']")
         assert page.locator(".node[data-agent='judge'][data-status='pending']").count() == 1
-        page.wait_for_selector(".node[data-agent='judge'][data-status='succeeded']", timeout=60_000)
+        page.wait_for_selector(".node[data-agent='judge'][data-status='succeeded']", timeout=90_000)
+        page.wait_for_selector("#answer:has-text('The answer is 42.')", timeout=30_000)
         assert page.evaluate("window.__marker") == "no reload"
-        page.wait_for_selector("#answer:has-text('The answer is 42.')", timeout=10_000)
         page.goto(f"{base}/ui/")
         wait_ready(page)
         row = page.locator("#runs tbody tr")

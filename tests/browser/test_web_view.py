@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from lemon.events import read_trace
+from lemon.events import RunStarted, read_trace
 from tests.browser.conftest import Watched, lemon_run, wait_ready
 from tests.conftest import ROOT, run_lemon
 from tests.ui_data import DIAMOND, XSS, big_eval, many_traces, scripted_profiles, wide_spec
@@ -40,6 +40,12 @@ def _wait_run(process: Any, timeout: float = 120) -> None:
     assert process.returncode == 0, err[-3000:]
 
 
+def _page_load_s(page: Any) -> float:
+    """Seconds from the start of the page's navigation to the page drawn with its data (the
+    page's own clock: ``performance.now()`` when it marked itself ready)."""
+    return float(page.locator("body").get_attribute("data-ready-ms") or "nan") / 1000
+
+
 def _compiled_edges(spec: Path) -> list[list[str]]:
     done = run_lemon("compile", str(spec), "--json")
     assert done.returncode == 0, done.stderr
@@ -53,7 +59,7 @@ def test_a_live_run_changes_its_nodes_state_in_the_page(
     runs.mkdir()
     spec = tmp_path / "diamond.yaml"
     spec.write_text(DIAMOND)
-    profiles = scripted_profiles(tmp_path / "profiles.yaml", latency_s=2.5)
+    profiles = scripted_profiles(tmp_path / "profiles.yaml", latency_s=4.0)
     served = ui(runs)
     page = watched.page
     page.goto(served.url("/ui/"))
@@ -64,13 +70,12 @@ def test_a_live_run_changes_its_nodes_state_in_the_page(
     )  # fmt: skip
     try:
         link = page.locator("#runs a", has_text="What is 6 times 7?")
-        link.wait_for(timeout=20_000)  # the list picks the new run up by itself
+        link.wait_for(timeout=90_000)  # the list picks the new run up by itself
         page.add_init_script(OBSERVE_NODES)
         link.click()
         wait_ready(page)
         page.evaluate("window.__marker = 'no reload'")
-        nodes = page.locator(".node")
-        assert nodes.count() == 4
+        expect(page.locator(".node")).to_have_count(4, timeout=30_000)
         page.wait_for_selector(".node[data-agent='judge'][data-status='succeeded']", timeout=60_000)
         states: list[list[str]] = page.evaluate("window.__states")
         assert page.evaluate("window.__marker") == "no reload"
@@ -175,8 +180,11 @@ def test_ten_thousand_runs_list_in_under_a_second(
     started = time.perf_counter()
     page.goto(served.url("/ui/"))
     wait_ready(page)
-    load_s = time.perf_counter() - started
-    print(f"10,000-run list: loaded and drawn in {load_s:.3f} s")
+    load_s = _page_load_s(page)
+    print(
+        f"10,000-run list: the page drawn {load_s:.3f} s after its navigation started "
+        f"({time.perf_counter() - started:.3f} s with the test driver's round trips)"
+    )
     assert page.locator("#runs tbody tr").count() == 50
     assert "of 10,000 runs" in page.locator(".pager").inner_text()
     assert load_s < 1.0
@@ -196,8 +204,11 @@ def test_a_thousand_item_evaluation_in_under_a_second(
     started = time.perf_counter()
     page.goto(served.url(f"/ui/evals/{ref['id']}"))
     wait_ready(page)
-    load_s = time.perf_counter() - started
-    print(f"1,000-item evaluation: loaded and drawn in {load_s:.3f} s")
+    load_s = _page_load_s(page)
+    print(
+        f"1,000-item evaluation: the page drawn {load_s:.3f} s after its navigation started "
+        f"({time.perf_counter() - started:.3f} s with the test driver's round trips)"
+    )
     assert page.locator("#items tbody tr").count() == 50
     assert "of 1,000 items" in page.locator("#items-box .pager").inner_text()
     assert load_s < 1.0
@@ -268,7 +279,8 @@ def test_the_four_pages_over_this_repositorys_results(
     runs = tmp_path / "runs"
     runs.mkdir()
     _wait_run(lemon_run("--profile", "scripted", "--trace", str(runs / "sample.jsonl")))
-    assert len(read_trace(runs / "sample.jsonl")) > 3
+    (started,) = [e for e in read_trace(runs / "sample.jsonl") if isinstance(e, RunStarted)]
+    team = sum(len(level) for level in started.levels)
     training = tmp_path / "training"
     training.mkdir()
     (training / "metrics.jsonl").write_text(
@@ -304,7 +316,7 @@ def test_the_four_pages_over_this_repositorys_results(
     page.locator("#runs a").first.click()
     wait_ready(page)
     assert page.locator("#verdict").inner_text().startswith("✗ wrong")
-    assert page.locator(".node").count() == 3
+    assert page.locator(".node").count() == team
     page.goto(served.url("/ui/evals"))
     wait_ready(page)
     page.locator("#evals a", has_text="gsm8k-single-large").click()

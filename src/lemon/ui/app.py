@@ -101,6 +101,7 @@ def _shell(page: str) -> bytes:
         f"<title>{title}</title>"
         '<link rel="icon" href="/ui/static/icon.svg" type="image/svg+xml">'
         '<link rel="stylesheet" href="/ui/static/style.css">'
+        '<link rel="modulepreload" href="/ui/static/common.js">'
         f'<script type="module" src="/ui/static/{page}.js"></script></head>'
         f'<body data-page="{page}"><a class="skip" href="#main">Skip to content</a>'
         f'<header><span class="brand">LEMON</span><nav aria-label="Pages">{nav}</nav>'

@@ -145,5 +145,7 @@ export function pageId() {
 }
 
 export function ready() {
+  // how long the page took, from the start of its navigation to drawn (the load-time tests)
+  if (!document.body.dataset.readyMs) document.body.dataset.readyMs = String(Math.round(performance.now()));
   document.body.dataset.ready = "1";
 }

@@ -36,7 +36,10 @@ function layout(data) {
       x += size.w + (c === chunks - 1 ? size.gapX : 24);
     }
   });
-  return { places, labels, size, compact, top, width: x - size.gapX + pad, height: height + pad };
+  return {
+    places, labels, size, compact, top,
+    width: Math.max(x - size.gapX + pad, 2 * pad), height: Math.max(height + pad, top + pad),
+  };
 }
 
 // An edge from a dependency's right side to its dependant's left side. Next to each other: one
@@ -101,6 +104,9 @@ function select(name) {
 }
 
 function dag(data) {
+  if (!data.agents.length) {
+    return el("div", { class: "dag-wrap", id: "dag" }, el("p", { class: "muted", text: "Waiting for the spec: the team appears when the run starts." }));
+  }
   const { places, labels, size, compact, width, height } = layout(data);
   const critical = new Set(data.critical_path);
   const criticalEdges = new Set();
