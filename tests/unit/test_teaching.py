@@ -237,3 +237,16 @@ def test_select_balance_repeats_minority_choices(tmp_path: Path) -> None:
     bad = run_lemon("teacher", "select", str(rows), "--out", str(out), "--max-repeat", "0")
     assert bad.returncode == 2
     assert "--max-repeat must be at least 1" in bad.stderr
+
+
+def test_the_teacher_tries_one_team_once_whatever_its_names() -> None:
+    """The template's compute variant and ``plan-pot`` are one team under two sets of names."""
+    from lemon.teaching.search import team_shape
+
+    task = "Tom has 3 apples and buys 4 more. How many apples does he have?"
+    candidates = candidate_specs(task, 32)
+    shapes = [team_shape(c.spec) for c in candidates]
+    assert len(shapes) == len(set(shapes))
+    origins = [c.origin for c in candidates]
+    assert "template:compute" in origins
+    assert "topology:plan-pot" not in origins

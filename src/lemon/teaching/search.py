@@ -22,7 +22,6 @@ from lemon.backends.base import Backend
 from lemon.data.items import Item
 from lemon.engine.executor import CallCache
 from lemon.orchestration import ItemSettings, item_outcome, run_item
-from lemon.policy.prompt import spec_completion
 from lemon.policy.teams import Team, on_tier, team_spec
 from lemon.policy.template import TemplateVariant, template_spec
 from lemon.pricing import TierPrices, resolve_prices
@@ -33,7 +32,7 @@ from lemon.spec.validation import parse_spec
 from lemon.tasks import TaskKind, classify_task, task_text
 from lemon.teaching.rows import Progress, TeacherStats, sft_row, write_rows
 
-__all__ = ["Candidate", "SearchSettings", "candidate_specs", "search_teacher"]
+__all__ = ["Candidate", "SearchSettings", "candidate_specs", "search_teacher", "team_shape"]
 
 _TEAMS = (Team.POT, Team.CHAIN, Team.PLAN_POT, Team.STAR)
 
@@ -66,13 +65,28 @@ def candidate_specs(task: str, limit: int, *, kind: TaskKind | None = None) -> l
         Candidate(f"mutant:{m.kind.value}:{m.agent}:{m.target}", m.spec) for m in mutations(parsed)
     ]
     unique: list[Candidate] = []
-    seen: set[str] = set()
+    seen: set[tuple[object, ...]] = set()
     for candidate in found:
-        key = spec_completion(candidate.spec, candidate.spec.output)
+        key = team_shape(candidate.spec)
         if key not in seen:
             seen.add(key)
             unique.append(candidate)
     return unique[:limit]
+
+
+def team_shape(spec: Spec) -> tuple[object, ...]:
+    """What a team is, whatever its agents are called: each agent's role, duties and tier, the
+    positions of the agents it reads, and which agent answers. (The template's compute variant
+    and the ``plan-pot`` team are one team under two sets of names; the teacher tried it
+    twice.)"""
+    position = {agent.name: i for i, agent in enumerate(spec.agents)}
+    agents = tuple(
+        (a.role, a.duties, a.capacity.value, tuple(sorted(position[d] for d in a.depends_on)))
+        for a in spec.agents
+    )
+    from lemon.spec.dag import compile_spec
+
+    return (agents, position[compile_spec(spec).output])
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,11 +51,6 @@ class SearchSummary:
         return data
 
 
-def _priced(entry: Mapping[str, Any]) -> float:
-    """Tier-priced tokens (rows written before tier prices existed: raw tokens)."""
-    return float(entry.get("priced_tokens", entry["worker_tokens"]))
-
-
 def summarize_search(rows: Iterable[Mapping[str, Any]]) -> SearchSummary:
     """Summarize search-teacher rows (each with ``provenance.candidates``); a row of another
     teacher, or one without scored candidates, is a ``ValueError`` naming its id."""
