@@ -43,7 +43,6 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Two trainers over copies of one tiny model, fixed inputs and fixed span credits."""
     import copy
 
-    import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -51,7 +50,6 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from lemon.learning.training_config import CounterfactualConfig
     from lemon.reward import RewardConfig
     from lemon_train.common import load_model_and_tokenizer
-    from lemon_train.credit import SpanCredit, group_advantages
     from lemon_train.grpo import CounterfactualGRPOTrainer
     from lemon_train.rewards import SyntheticReward
     from lemon_train.tiny_policy import tiny_policy_model
@@ -93,16 +91,23 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         spec_reward=reward,
         lambda_cf=1.0,
     )
+    return {"plain": plain, "span": span, **_inputs(args, tokenizer, rows[0]["prompt"])}
+
+
+def _inputs(args: argparse.Namespace, tokenizer: Any, prompt: Any) -> dict[str, Any]:
+    """One fixed generation batch: the prompt repeated, random completions, rewards and span
+    credits (seeded), shared by both trainers."""
+    import torch
+
+    from lemon_train.credit import SpanCredit, group_advantages
+
     generator = torch.Generator().manual_seed(0)
-    prompt = tokenizer.apply_chat_template(
-        rows[0]["prompt"], add_generation_prompt=True, tokenize=False
-    )
-    prompt_ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    prompt_ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
     prompt_ids = prompt_ids.repeat(args.batch, 1)
     completion_ids = torch.randint(
         3, len(tokenizer), (args.batch, args.length), generator=generator
     )
-    rewards = torch.rand(args.batch, generator=generator)
     rng = random.Random(0)
     credits = [
         [
@@ -119,10 +124,8 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "num_items_in_batch": torch.tensor(args.batch * args.length),
     }
     return {
-        "plain": plain,
-        "span": span,
         "base": base,
-        "rewards": rewards,
+        "rewards": torch.rand(args.batch, generator=generator),
         "credits": credits,
         "group_advantages": group_advantages,
     }

@@ -1,11 +1,14 @@
 """Does counterfactual credit make GRPO learn faster? Simulator v2, paired seeds, four arms.
 
 The environment is :mod:`lemon.learning.simulator_v2` (a simulator, not a benchmark: closed-form
-R_orch, optimum known, needs the task read). One SFT warm start (a small GRU encoder-decoder
-policy, :class:`lemon_train.simloop.GruPolicy`, on the simulator's stingy teacher: right roles
-and duties, each tier one too low with probability 0.6) is shared by every arm and seed. Then,
-per seed, four GRPO arms start from it with the same task stream (``tasks_per_step`` fresh tasks
-per step, the same for every arm of a seed) and the same sampling generator seed:
+R_orch, optimum known, needs the task read). Each seed has its own SFT warm start (a small GRU
+encoder-decoder policy, :class:`lemon_train.simloop.GruPolicy`, initialised and trained with the
+seed, on its own draw of the simulator's stingy teacher rows: right roles and duties, each tier
+one too low with probability 0.6) and its own λ calibration on that warm start, so the
+bootstrap over seeds covers the warm start's variance as well as the sampling's. Then, per
+seed, four GRPO arms start from that seed's warm start with the same task stream
+(``tasks_per_step`` fresh tasks per step, the same for every arm of a seed) and the same
+sampling generator seed:
 
 - ``global``: plain GRPO (group-normalised advantages only), group size ``G``;
 - ``paper``: counterfactual credit with the paper's kinds (``drop_dependency``,
@@ -121,31 +124,41 @@ def simulator_figures(held: list[Any]) -> dict[str, Any]:
 # ── the warm start and the calibration (main process) ────────────────────────────────────
 
 
-def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """Tokenizer and SFT'd policy saved under ``work``; the SFT report."""
+def tokenizer_dir(work: Path) -> Path:
+    """The policies' tokenizer (trained deterministically), saved under ``work``."""
+    from lemon_train.tiny_policy import train_tokenizer
+
+    tok_dir = work / "tokenizer"
+    train_tokenizer().save_pretrained(tok_dir)
+    return tok_dir
+
+
+def warm_start(
+    args: argparse.Namespace, work: Path, tok_dir: Path, seed: int
+) -> tuple[Path, dict[str, Any]]:
+    """Seed ``seed``'s SFT'd policy saved under ``work`` (its own rows, initialisation and
+    batch order); the SFT report."""
     import torch
+    from transformers import AutoTokenizer
 
     from lemon.learning import simulator_v2
     from lemon_train.simloop import Encoder, GruPolicy, evaluate_greedy, sample, sft
-    from lemon_train.tiny_policy import train_tokenizer
 
-    tokenizer = train_tokenizer()
-    tok_dir = work / "tokenizer"
-    tokenizer.save_pretrained(tok_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     encoder = Encoder(tokenizer)
-    rng = random.Random(SFT_SEED)
+    rng = random.Random(SFT_SEED + seed)
     rows = [
         (encoder.prompt(t.text), encoder.completion(simulator_v2.teacher_spec(t, rng)))
-        for t in simulator_v2.make_tasks(args.sft_rows, seed=SFT_SEED)
+        for t in simulator_v2.make_tasks(args.sft_rows, seed=SFT_SEED + seed)
     ]
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     policy = GruPolicy(len(tokenizer), hidden=args.hidden, bos=tokenizer.bos_token_id)
     started = time.perf_counter()
     losses = sft(
-        policy, rows, steps=args.sft_steps, batch=32, lr=args.sft_lr, seed=0, pad=encoder.pad
+        policy, rows, steps=args.sft_steps, batch=32, lr=args.sft_lr, seed=seed, pad=encoder.pad
     )
     wall = time.perf_counter() - started
-    base = work / "sft.pt"
+    base = work / f"sft-seed-{seed}.pt"
     torch.save(policy.state_dict(), base)
     held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
     fresh = simulator_v2.make_tasks(128 if not args.quick else 8, seed=HELD_OUT_SEED + 1)
@@ -163,9 +176,9 @@ def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[s
 
     greedy = evaluate_greedy(policy, encoder, held, max_new=args.max_new, rewards=RewardConfig())
     return (
-        tok_dir,
         base,
         {
+            "seed": seed,
             "steps": args.sft_steps,
             "rows": args.sft_rows,
             "loss_first": round(losses[0], 4),
@@ -202,7 +215,7 @@ def _configs(lam: float) -> dict[str, Any]:
     }
 
 
-def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, Any]:
+def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path, seed: int) -> dict[str, Any]:
     """λ_cf (auto: 1 / the mean within-group σ of R at the warm start) and the cost-matched G:
     the smallest group size whose samples, counted with the batch's reuse cache, cost as many
     worker calls as ``two_way``'s G samples and their mutants (means over calibration tasks)."""
@@ -216,9 +229,9 @@ def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, 
     from lemon_train.simloop import group_std, sample
 
     encoder, policy = _load(args, tok_dir, base)
-    tasks = simulator_v2.make_tasks(16 if not args.quick else 2, seed=CALIBRATION_SEED)
+    tasks = simulator_v2.make_tasks(16 if not args.quick else 2, seed=CALIBRATION_SEED + seed)
     g, top = args.group_size, args.max_group
-    gen = torch.Generator().manual_seed(CALIBRATION_SEED)
+    gen = torch.Generator().manual_seed(CALIBRATION_SEED + seed)
     outs = sample(
         policy,
         [encoder.prompt(t.text) for t in tasks for _ in range(top)],
@@ -266,6 +279,7 @@ def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path) -> dict[str, 
     auto = 1.0 / sigma if sigma > 0 else 1.0
     lam = auto if args.lambda_cf == "auto" else float(args.lambda_cf)
     return {
+        "seed": seed,
         "lambda_cf": round(lam, 4),
         "lambda_rule": "1 / mean within-group σ of R" if args.lambda_cf == "auto" else "given",
         "group_sigma": round(sigma, 4),
@@ -496,47 +510,51 @@ def summarise(
     return headline, arms
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _arguments(list(sys.argv[1:] if argv is None else argv))
-    import torch
+def seed_jobs(
+    args: argparse.Namespace, work: Path, started: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each seed's warm start and calibration, and the arms' jobs that start from them."""
+    tok_dir = tokenizer_dir(work)
+    starts, calibrations, jobs = [], [], []
+    for seed in range(args.seeds):
+        base, sft_report = warm_start(args, work, tok_dir, seed)
+        calibration = calibrate(args, tok_dir, base, seed)
+        print(
+            f"seed {seed}: warm start and calibration at {time.perf_counter() - started:.0f} s: "
+            f"{json.dumps(calibration)}",
+            file=sys.stderr,
+        )
+        starts.append(sft_report)
+        calibrations.append(calibration)
+        jobs += [
+            {
+                "args": args,
+                "seed": seed,
+                "arm": arm,
+                "tokenizer": str(tok_dir),
+                "base": str(base),
+                "lambda_cf": calibration["lambda_cf"],
+                "start": sft_report["greedy_optimum_share"],
+                "group_size": calibration["group_size_cost_matched"]
+                if arm == "global_cost"
+                else args.group_size,
+            }
+            for arm in ("global_cost", "two_way", "paper", "global")
+        ]
+    return starts, calibrations, jobs
 
-    torch.set_num_threads(1)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    started = time.perf_counter()
-    load_start = os.getloadavg()
-    from lemon.learning import simulator_v2
 
-    with tempfile.TemporaryDirectory(prefix="lemon-bench-learning-") as temp:
-        work = Path(args.workdir) if args.workdir else Path(temp)
-        work.mkdir(parents=True, exist_ok=True)
-        with contextlib.redirect_stdout(sys.stderr):
-            held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
-            figures = simulator_figures(held)
-            tok_dir, base, sft_report = warm_start(args, work)
-            print(f"warm start: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-            calibration = calibrate(args, tok_dir, base)
-            print(f"calibration: {json.dumps(calibration)}", file=sys.stderr)
-            jobs = [
-                {
-                    "args": args,
-                    "seed": seed,
-                    "arm": arm,
-                    "tokenizer": str(tok_dir),
-                    "base": str(base),
-                    "lambda_cf": calibration["lambda_cf"],
-                    "start": sft_report["greedy_optimum_share"],
-                    "group_size": calibration["group_size_cost_matched"]
-                    if arm == "global_cost"
-                    else args.group_size,
-                }
-                for arm in ("global_cost", "two_way", "paper", "global")
-                for seed in range(args.seeds)
-            ]
-            if args.workers > 1:
-                with ProcessPoolExecutor(args.workers) as pool:
-                    runs = list(pool.map(run_arm, jobs))
-            else:
-                runs = [run_arm(job) for job in jobs]
+def build_report(
+    args: argparse.Namespace,
+    runs: list[dict[str, Any]],
+    *,
+    figures: dict[str, Any],
+    starts: list[dict[str, Any]],
+    calibrations: list[dict[str, Any]],
+    started: float,
+    load_start: tuple[float, float, float],
+) -> dict[str, Any]:
+    """The benchmark's JSON object: the headline ratios, the arms, every seed's runs."""
     headline, arms = summarise(args, runs)
     usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = sum(u.ru_utime + u.ru_stime for u in usage)
@@ -556,8 +574,8 @@ def main(argv: list[str] | None = None) -> int:
         "goal": "ratio <= 0.6; task_blind_share <= 0.7",
         "headline": headline,
         "simulator": figures,
-        "sft": sft_report,
-        "calibration": calibration,
+        "sft": starts,
+        "calibration": calibrations,
         "arms": arms,
         "per_seed": sorted(runs, key=lambda r: (r["seed"], ARMS.index(r["arm"]))),
         "settings": {
@@ -591,6 +609,35 @@ def main(argv: list[str] | None = None) -> int:
         },
         "cores": os.cpu_count(),
     }
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(list(sys.argv[1:] if argv is None else argv))
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    started = time.perf_counter()
+    load_start = os.getloadavg()
+    from lemon.learning import simulator_v2
+
+    with tempfile.TemporaryDirectory(prefix="lemon-bench-learning-") as temp:
+        work = Path(args.workdir) if args.workdir else Path(temp)
+        work.mkdir(parents=True, exist_ok=True)
+        with contextlib.redirect_stdout(sys.stderr):
+            held = simulator_v2.make_tasks(args.held_out, seed=HELD_OUT_SEED)
+            figures = simulator_figures(held)
+            starts, calibrations, jobs = seed_jobs(args, work, started)
+            if args.workers > 1:
+                with ProcessPoolExecutor(args.workers) as pool:
+                    runs = list(pool.map(run_arm, jobs))
+            else:
+                runs = [run_arm(job) for job in jobs]
+    report = build_report(
+        args, runs, figures=figures, starts=starts, calibrations=calibrations,
+        started=started, load_start=load_start,
+    )  # fmt: skip
     if args.save:
         from lemon.atomic import write_json
 

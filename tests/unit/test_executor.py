@@ -253,9 +253,14 @@ def test_lemon_run_cli_on_the_scripted_profile(tmp_path: Path) -> None:
     assert data["status"] == "succeeded"
     assert "scripted test double" in data["profile_note"]
     assert len(read_trace(trace)) >= 8
-    text = run_lemon(
-        "run", "--profile", "scripted", "--task", "Which is a prime? (A) 4 (B) 6 (C) 7 (D) 9"
-    )
+    # the default: the best fixed team of the task's kind (fixed_teams.json), saying so
+    assert data["spec_origin"].startswith("best fixed team for math tasks: ")
+    question = "Which is a prime? (A) 4 (B) 6 (C) 7 (D) 9"
+    default = run_lemon("run", "--profile", "scripted", "--task", question)
+    assert default.returncode == 0
+    assert "spec from best fixed team for multiple_choice tasks" in default.stderr
+    assert "cost: " in default.stderr
+    text = run_lemon("run", "--profile", "scripted", "--task", question, "--baseline", "template")
     assert text.returncode == 0
     assert "template policy (multiple_choice)" in text.stderr
     assert "judge" in text.stderr

@@ -17,9 +17,9 @@ from lemon.policy.columns import column, columns
 from lemon.pricing import DEFAULT_TIER_PRICES
 from lemon.spec.models import Capacity, Spec
 from lemon.tables.build import build_table, table_items
+from lemon.tables.digest import summarize, verify
 from lemon.tables.replay import MISSING, table_backends
 from lemon.tables.store import Table, TableMeta, TierModel
-from lemon.tables.digest import summarize, verify
 from lemon.tasks import TaskKind
 
 TEAMS = ["single-small", "single-medium", "single-large", "verify-medium-large", "sample-medium-1"]
@@ -227,3 +227,30 @@ def test_columns_are_valid_specs_without_duties(name: str) -> None:
     kind = col.kinds[0]
     spec = col.spec(kind)
     assert all(agent.duties is None for agent in spec.agents)
+
+
+def test_the_table_commands_build_extend_show_and_verify(tmp_path: Path) -> None:
+    from tests.conftest import run_lemon
+
+    table = tmp_path / "t"
+    common = ["--benchmark", "svamp", "--split", "train", "--profile", "scripted", "-q"]
+    env = {"LEMON_CALL_CACHE": str(tmp_path / "calls.sqlite")}
+    first = run_lemon("table", "build", str(table), *common, "--limit", "2",
+                      "--teams", "single-medium", env=env)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    more = run_lemon("table", "build", str(table), *common, "--limit", "3",
+                     "--teams", "single-medium,single-large", "--json", env=env)  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    data = json.loads(more.stdout)
+    assert data["added"] == 1 + 3  # the new item's medium cell, and every large cell
+    assert data["summary"]["n_items"] == 3
+    shown = run_lemon("table", "show", str(table), "--json")
+    assert json.loads(shown.stdout)["teams"]["single-large"]["n"] == 3
+    checked = run_lemon("table", "verify", str(table))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    meta = json.loads((table / "table.json").read_text())
+    assert [b["added"] for b in meta["builds"]] == [2, 4]
+    other = run_lemon("table", "build", str(table), "--benchmark", "mmlu", "--split", "train",
+                      "--teams", "single-medium", "--profile", "scripted", env=env)  # fmt: skip
+    assert other.returncode == 2
+    assert "is svamp/train, not mmlu/train" in other.stderr

@@ -15,7 +15,10 @@ what the policy sampled, and the advantage must land on the tokens that were sam
 spec ``i``, ``R(v) = R(i)`` and ``R(w)`` for the reward of the spec with only that field set to
 ``w`` (a mutant). With the rest of the spec fixed, the policy gradient of the field's choice is
 ``Σ_v ∇π(v) R(v) = E_v[(R(v) − b) ∇log π(v)]`` for any baseline ``b`` that does not depend on
-``v``. So:
+``v``. So (every "unbiased" below holds for the field's choice *with the rest of the
+completion held fixed*: the other fields and the tokens around them are what was sampled, and
+the estimate says nothing about how the choice would interact with them if they were
+resampled):
 
 - *value fields with edits both ways* (``capacity`` with ``upgrade_capacity`` and
   ``downgrade_capacity``; the trainer then scores every other tier of the field):

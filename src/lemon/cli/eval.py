@@ -87,6 +87,25 @@ def _table_items(args: argparse.Namespace, table: Any) -> list[Any]:
     return [index[i] for i in ids]
 
 
+def _meta(
+    args: argparse.Namespace, *, name: str, benchmark: str, profile: str, policy: Any
+) -> dict[str, Any]:
+    """What the run's summary records about how it was made."""
+    meta: dict[str, Any] = {
+        "run": name,
+        "benchmark": benchmark,
+        "profile": profile,
+        "split": args.split,
+        "offset": args.offset,
+        "limit": args.limit,
+        **({"stratified": True} if args.stratified else {}),
+    }
+    if policy is not None:
+        meta["policy"] = policy.label
+        meta["policy_constrained"] = bool(args.policy_constrained)
+    return meta
+
+
 def run(args: argparse.Namespace) -> int:
     from lemon.backends.callcache import wrap_backends
     from lemon.capacity import build_backends, close_backends
@@ -118,18 +137,7 @@ def run(args: argparse.Namespace) -> int:
         tier=Capacity(args.tier) if args.tier else None,
         deadline_s=args.deadline,
     )
-    meta = {
-        "run": name,
-        "benchmark": benchmark.value,
-        "profile": profile.name,
-        "split": args.split,
-        "offset": args.offset,
-        "limit": args.limit,
-        **({"stratified": True} if args.stratified else {}),
-    }
-    if policy is not None:
-        meta["policy"] = policy.label
-        meta["policy_constrained"] = bool(args.policy_constrained)
+    meta = _meta(args, name=name, benchmark=benchmark.value, profile=profile.name, policy=policy)
     cache = None if args.specs_only else open_call_cache(args)
 
     async def go() -> dict[str, Any]:
@@ -162,10 +170,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         lo, hi = summary["ci95"]
+        policy_cost = summary["mean_policy_priced_tokens"]
         print(
             f"{name}: accuracy {summary['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {summary['n']} "
             f"items, {summary['mean_tokens']:.0f} worker tokens per item "
-            f"({summary['mean_priced_tokens']:.0f} tier-priced) -> {out_dir}"
+            f"({summary['mean_priced_tokens']:.0f} tier-priced"
+            + (f", {policy_cost:.0f} more for the policy's own" if policy_cost else "")
+            + f") -> {out_dir}"
         )
     return EXIT_OK
 

@@ -114,7 +114,7 @@ def _cost_line(result: Any, policy: Any, task: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from lemon.backends.base import Decoding
     from lemon.engine.executor import ExecutionOptions
-    from lemon.events import TraceWriter, render_table
+    from lemon.events import TraceWriter
     from lemon.orchestration import run_task
     from lemon.spec.issues import SpecError
     from lemon.spec.roles import default_roles
@@ -181,25 +181,38 @@ def run(args: argparse.Namespace) -> int:
             )
     finally:
         trace.close()
+    _show(args, result, verdict=verdict, events=trace.events, policy=policy, task=task)
+    return EXIT_OK if result.status == "succeeded" else EXIT_INVALID
+
+
+def _show(
+    args: argparse.Namespace,
+    result: Any,
+    *,
+    verdict: dict[str, Any] | None,
+    events: Any,
+    policy: Any,
+    task: str,
+) -> None:
+    """The run as JSON (``--json``), or the agents' table, the answer, the cost and the verdict."""
+    from lemon.events import render_table
+
     if args.json:
         payload = result.to_json()
         if verdict is not None:
             payload["sample"] = verdict
         print(json.dumps(payload, ensure_ascii=False))
-    else:
-        print(result.profile_note, file=sys.stderr)
-        print(render_table(trace.events), file=sys.stderr)
-        print(result.answer if result.answer is not None else f"FAILED: {result.error}")
-        cost = _cost_line(result, policy, task)
-        if cost:
-            print(cost, file=sys.stderr)
-        if verdict is not None:
-            read = "no number" if verdict["extracted"] is None else f"{verdict['extracted']:g}"
-            mark = "correct" if verdict["correct"] else "wrong"
-            print(
-                f"{verdict['id']}: expected {verdict['expected']}, the team answered {read}: {mark}"
-            )
-    return EXIT_OK if result.status == "succeeded" else EXIT_INVALID
+        return
+    print(result.profile_note, file=sys.stderr)
+    print(render_table(events), file=sys.stderr)
+    print(result.answer if result.answer is not None else f"FAILED: {result.error}")
+    cost = _cost_line(result, policy, task)
+    if cost:
+        print(cost, file=sys.stderr)
+    if verdict is not None:
+        read = "no number" if verdict["extracted"] is None else f"{verdict['extracted']:g}"
+        mark = "correct" if verdict["correct"] else "wrong"
+        print(f"{verdict['id']}: expected {verdict['expected']}, the team answered {read}: {mark}")
 
 
 def register(sub: Any) -> None:

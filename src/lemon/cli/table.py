@@ -108,8 +108,48 @@ def _open_or_create(args: argparse.Namespace, identities: dict[str, Any]) -> Any
     return Table.create(path, meta), items
 
 
+def _identities(backends: Any) -> dict[str, Any]:
+    """Per tier: the model id, its label and the identity that keys its calls."""
+    from lemon.backends.callcache import CachedBackend
+
+    identities: dict[str, Any] = {}
+    for tier, backend in backends.items():
+        assert isinstance(backend, CachedBackend)
+        identities[tier.value] = {
+            "model": backend.model_id,
+            "label": backend.label,
+            "identity": backend.identity(),
+        }
+    return identities
+
+
+def _record_build(
+    table: Any, args: argparse.Namespace, stats: Any, *, teams: list[Any], items: int,
+    started: float, cpu: float,
+) -> None:  # fmt: skip
+    """Append this build to ``table.json``'s ``builds``: the command, commit, times, counts."""
+    table.meta.builds.append(
+        {
+            "command": " ".join(["lemon", "table", *sys.argv[2:]])
+            if os.path.basename(sys.argv[0]) == "lemon"
+            else " ".join(sys.argv),
+            "commit": _commit(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "wall_s": round(time.time() - started, 1),
+            "cpu_s": round(time.process_time() - cpu, 1),
+            "teams": [t.name for t in teams],
+            "items": items,
+            "added": stats.added,
+            "skipped": stats.skipped,
+            "new_calls": stats.new_calls,
+            "loadavg": [round(x, 2) for x in os.getloadavg()],
+        }
+    )
+    table.save_meta()
+
+
 def _build(args: argparse.Namespace) -> int:
-    from lemon.backends.callcache import CachedBackend, PersistentCallCache, wrap_backends
+    from lemon.backends.callcache import PersistentCallCache, wrap_backends
     from lemon.capacity import build_backends, close_backends
     from lemon.orchestration import ItemSettings
     from lemon.policy.columns import columns
@@ -123,26 +163,15 @@ def _build(args: argparse.Namespace) -> int:
         raise UsageError(str(exc.args[0])) from None
     if not teams:
         raise UsageError("--teams names no team")
-    profile = resolve_profile_option(args)
     cache = open_call_cache(args)
     if cache is None:  # the identities still need a fingerprint store
         cache = PersistentCallCache(Path(args.dir) / ".fingerprints.sqlite")
-    backends = wrap_backends(build_backends(profile), cache)
-    identities: dict[str, Any] = {}
-    for tier, backend in backends.items():
-        assert isinstance(backend, CachedBackend)
-        identities[tier.value] = {
-            "model": backend.model_id,
-            "label": backend.label,
-            "identity": backend.identity(),
-        }
+    backends = wrap_backends(build_backends(resolve_profile_option(args)), cache)
+    identities = _identities(backends)
     table, items = _open_or_create(args, identities)
     for team in teams:
-        kind_note = team.to_json()
-        table.meta.teams.setdefault(team.name, kind_note)
+        table.meta.teams.setdefault(team.name, team.to_json())
     table.save_meta()
-    settings = ItemSettings(worker_max_tokens=args.max_tokens, deadline_s=args.deadline)
-    prices = TierPrices(**table.meta.tier_prices)
     started, cpu = time.time(), time.process_time()
 
     def progress(done: int, total: int) -> None:
@@ -153,42 +182,19 @@ def _build(args: argparse.Namespace) -> int:
     async def go() -> Any:
         try:
             return await build_table(
-                table,
-                items,
-                teams,
-                backends=backends,
+                table, items, teams, backends=backends,
                 identities={t: v["identity"] for t, v in identities.items()},
-                settings=settings,
-                prices=prices,
-                concurrency=args.concurrency,
-                chunk=args.chunk,
-                progress=progress,
-                stop_after_s=args.stop_after,
-            )
+                settings=ItemSettings(worker_max_tokens=args.max_tokens, deadline_s=args.deadline),
+                prices=TierPrices(**table.meta.tier_prices), concurrency=args.concurrency,
+                chunk=args.chunk, progress=progress, stop_after_s=args.stop_after,
+            )  # fmt: skip
         finally:
             await close_backends(backends)
 
     stats = asyncio.run(go())
     if not args.quiet:
         sys.stderr.write("\n")
-    table.meta.builds.append(
-        {
-            "command": " ".join(["lemon", "table", *sys.argv[2:]])
-            if os.path.basename(sys.argv[0]) == "lemon"
-            else " ".join(sys.argv),
-            "commit": _commit(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "wall_s": round(time.time() - started, 1),
-            "cpu_s": round(time.process_time() - cpu, 1),
-            "teams": [t.name for t in teams],
-            "items": len(items),
-            "added": stats.added,
-            "skipped": stats.skipped,
-            "new_calls": stats.new_calls,
-            "loadavg": [round(x, 2) for x in os.getloadavg()],
-        }
-    )
-    table.save_meta()
+    _record_build(table, args, stats, teams=teams, items=len(items), started=started, cpu=cpu)
     summary = write_summary(table)
     for line in (stats.errors or [])[:20]:
         print(f"not recorded (run again next build): {line}", file=sys.stderr)
@@ -216,8 +222,8 @@ def _print_teams(summary: dict[str, Any]) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from lemon.tables.store import Table, TableError
     from lemon.tables.digest import summarize
+    from lemon.tables.store import Table, TableError
 
     try:
         table = Table.open(args.dir)
@@ -232,8 +238,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from lemon.tables.store import Table, TableError
     from lemon.tables.digest import summarize, verify
+    from lemon.tables.store import Table, TableError
 
     try:
         table = Table.open(args.dir)

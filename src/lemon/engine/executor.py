@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lemon.backends.base import (
     Backend,
@@ -379,6 +380,60 @@ async def _cancel(tasks: Sequence[asyncio.Future[None]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def _run_agents(
+    tasks: Sequence[asyncio.Future[None]], *, deadline_s: float, spans: RunSpans | None
+) -> tuple[str | None, FailureKind | None]:
+    """Wait for every agent, up to the deadline: (the run's error, its failure kind) when the
+    deadline cut it; a cancelled run cancels its agents (their spans end first)."""
+    try:
+        async with asyncio.timeout(deadline_s):
+            await asyncio.gather(*tasks)
+    except TimeoutError:
+        return f"run deadline of {deadline_s:g} s reached", FailureKind.DEADLINE
+    except asyncio.CancelledError:
+        if spans is not None:
+            await _cancel(tasks)
+            spans.cancelled()
+        raise
+    finally:
+        await _cancel(tasks)
+    return None, None
+
+
+def _result(
+    run: _Run,
+    spec: Spec,
+    dag: Any,
+    canonical: str,
+    *,
+    error: str | None,
+    failure: FailureKind | None,
+) -> RunResult:
+    """The run's result from its agents': the output agent's answer, or why it failed (the
+    deadline, else a tier that could not serve, else a call no table held, else an agent)."""
+    final = run.results[dag.output]
+    succeeded = final.status == AgentStatus.SUCCEEDED
+    if not succeeded and error is None:
+        error = f"output agent {dag.output!r} {final.status.value}: {final.error}"
+    if not succeeded and failure is None:
+        kinds = {a.failure for a in run.results.values()}
+        failure = next(
+            (k for k in (FailureKind.TIER_UNAVAILABLE, FailureKind.NOT_IN_TABLE) if k in kinds),
+            FailureKind.AGENT_FAILED,
+        )
+    return RunResult(
+        status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
+        answer=final.output if succeeded else None,
+        spec=canonical,
+        agents=[run.results[a.name] for a in spec.agents],
+        wall_s=run._now(),
+        critical_path=dag.critical_path,
+        error=error,
+        reused_calls=run.reused,
+        failure=failure,
+    )
+
+
 async def execute(
     spec: Spec,
     *,
@@ -434,43 +489,9 @@ async def execute(
             tier_prices=tier_prices.to_json() if tier_prices is not None else {},
         )
     )
-    error: str | None = None
-    failure: FailureKind | None = None
     tasks = [asyncio.ensure_future(run.run_agent(agent)) for agent in spec.agents]
-    try:
-        async with asyncio.timeout(options.deadline_s):
-            await asyncio.gather(*tasks)
-    except TimeoutError:
-        error = f"run deadline of {options.deadline_s:g} s reached"
-        failure = FailureKind.DEADLINE
-    except asyncio.CancelledError:
-        if spans is not None:  # the agents end their spans first, then the run's ends
-            await _cancel(tasks)
-            spans.cancelled()
-        raise
-    finally:
-        await _cancel(tasks)
-    final = run.results[dag.output]
-    succeeded = final.status == AgentStatus.SUCCEEDED
-    if not succeeded and error is None:
-        error = f"output agent {dag.output!r} {final.status.value}: {final.error}"
-    if not succeeded and failure is None:
-        kinds = {a.failure for a in run.results.values()}
-        failure = next(
-            (k for k in (FailureKind.TIER_UNAVAILABLE, FailureKind.NOT_IN_TABLE) if k in kinds),
-            FailureKind.AGENT_FAILED,
-        )
-    result = RunResult(
-        status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
-        answer=final.output if succeeded else None,
-        spec=canonical,
-        agents=[run.results[a.name] for a in spec.agents],
-        wall_s=run._now(),
-        critical_path=dag.critical_path,
-        error=error,
-        reused_calls=run.reused,
-        failure=failure,
-    )
+    error, failure = await _run_agents(tasks, deadline_s=options.deadline_s, spans=spans)
+    result = _result(run, spec, dag, canonical, error=error, failure=failure)
     if spans is not None:
         spans.finished(result)
     trace.emit(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lemon.backends.base import Backend
@@ -205,15 +205,19 @@ async def build_table(
             progress(done, total)
 
     with table.writer() as writer:
-        # a bounded window of tasks, so a long table does not hold every run's coroutine
-        window = max(concurrency * 2, 1)
-        pending: set[asyncio.Task[None]] = set()
-        for item, col in todo:
-            pending.add(asyncio.ensure_future(one(item, col, writer)))
-            if len(pending) >= window:
-                finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
-                    task.result()
-        if pending:
-            await asyncio.gather(*pending)
+        await _windowed([lambda i=i, c=c: one(i, c, writer) for i, c in todo], concurrency * 2)
     return stats
+
+
+async def _windowed(work: Sequence[Callable[[], Awaitable[None]]], window: int) -> None:
+    """Run ``work`` with at most ``window`` coroutines alive at once (a long table does not
+    hold every run's coroutine), raising the first failure."""
+    pending: set[asyncio.Task[None]] = set()
+    for make in work:
+        pending.add(asyncio.ensure_future(make()))
+        if len(pending) >= max(window, 1):
+            finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                task.result()
+    if pending:
+        await asyncio.gather(*pending)
