@@ -250,3 +250,45 @@ def test_the_teacher_tries_one_team_once_whatever_its_names() -> None:
     origins = [c.origin for c in candidates]
     assert "template:compute" in origins
     assert "topology:plan-pot" not in origins
+
+
+def test_teacher_rows_from_a_table(tmp_path: Path) -> None:
+    """Per item the best team by R_orch at full cost: on the hand-made table medium solves the
+    'how many' questions (100 priced tokens), large the rest but every tenth (300); items no
+    team solves are dropped; --shuffle keeps the teams but pairs them with other items."""
+    from collections import Counter
+
+    from tests.conftest import run_lemon
+    from tests.unit.test_table_report import _medium_solves, _table
+
+    table = _table(tmp_path / "svamp-train", "train", 40, samples=False)
+    out = tmp_path / "rows.jsonl"
+    done = run_lemon("teacher", "tables", str(table.path), "--out", str(out),
+                     "--prompt-format", "lemon-policy-prompt/v2")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    by_id = {r["id"]: r for r in rows}
+    from lemon.data import Benchmark
+    from lemon.scoring import item_index
+
+    index = item_index(Benchmark.SVAMP)
+    dropped = 0
+    for k, item_id in enumerate(table.items):
+        medium = _medium_solves(index[item_id].question)
+        if not medium and k % 10 == 0:
+            assert item_id not in by_id  # no team solved it
+            dropped += 1
+            continue
+        chosen = by_id[item_id]["provenance"]["chosen"]
+        assert chosen == ("single-medium" if medium else "single-large")
+        assert "capacity: medium" in by_id[item_id]["completion"][0]["content"] or not medium
+    assert f"({dropped} where no team succeeded dropped)" in done.stdout
+    assert rows[0]["prompt"][0]["content"].startswith("Write a YAML spec of AI agents")
+    shuffled = tmp_path / "shuffled.jsonl"
+    run_lemon("teacher", "tables", str(table.path), "--out", str(shuffled), "--shuffle", "1")
+    mixed = [json.loads(line) for line in shuffled.read_text().splitlines()]
+    assert Counter(r["provenance"]["chosen"] for r in mixed) == Counter(
+        r["provenance"]["chosen"] for r in rows
+    )
+    assert [r["id"] for r in mixed] == [r["id"] for r in rows]
+    assert any(a["completion"] != b["completion"] for a, b in zip(mixed, rows, strict=True))

@@ -240,15 +240,33 @@ def run_tables(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     count, how = _token_counter()
     items = table.items[args.offset : args.offset + args.limit if args.limit else None]
+    from lemon.reward import RewardConfig
+
+    rewards = RewardConfig(
+        token_cost=args.token_cost, agent_cost=args.agent_cost, edge_cost=args.edge_cost
+    )
     result = table_teacher_rows(
         table,
         teams=[t for t in (args.teams or "").split(",") if t] or None,
+        rewards=rewards,
         prompt_format=args.prompt_format,
         count_tokens=count,
         policy_price=policy_price(None),
         min_success=args.min_success,
         items=items,
     )
+    if args.shuffle is not None:  # the control: each item taught another item's team
+        import random
+
+        order = list(range(len(result.rows)))
+        random.Random(args.shuffle).shuffle(order)
+        donors = [result.rows[i] for i in order]
+        result.rows = [
+            {**row, "completion": donor["completion"],
+             "provenance": {**row["provenance"], "chosen": donor["provenance"]["chosen"],
+                            "shuffled": True}}
+            for row, donor in zip(result.rows, donors, strict=True)
+        ]  # fmt: skip
     lines = [(str(r["provenance"]["chosen"]), json.dumps(r, ensure_ascii=False) + "\n")
              for r in result.rows]  # fmt: skip
     written = balanced(lines, max_repeat=args.max_repeat) if args.balance else [x for _, x in lines]
@@ -261,6 +279,17 @@ def run_tables(args: argparse.Namespace) -> int:
         + f"; policy tokens: {how} -> {args.out}"
     )
     return EXIT_OK
+
+
+def _reward_defaults() -> dict[str, float]:
+    from lemon.reward import RewardConfig
+
+    config = RewardConfig()
+    return {
+        "token_cost": config.token_cost,
+        "agent_cost": config.agent_cost,
+        "edge_cost": config.edge_cost,
+    }
 
 
 def register(sub: Any) -> None:
@@ -329,6 +358,23 @@ def register(sub: Any) -> None:
     )
     tables.add_argument("--balance", action="store_true", help="repeat rows of rarer teams")
     tables.add_argument("--max-repeat", type=int, default=4, help="with --balance (default 4)")
+    defaults = _reward_defaults()
+    for name, help_text in (
+        ("token-cost", "R_orch's cost per 1,000 tier-priced tokens"),
+        ("agent-cost", "R_orch's cost per agent"),
+        ("edge-cost", "R_orch's cost per depends_on edge"),
+    ):
+        key = name.replace("-", "_")
+        tables.add_argument(
+            f"--{name}", type=float, default=defaults[key], help=f"{help_text} ({defaults[key]})"
+        )
+    tables.add_argument(
+        "--shuffle",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="the control: pair each item with another item's chosen team (a seeded shuffle)",
+    )
     tables.add_argument("--limit", type=int, default=0, help="first N items of the table")
     tables.add_argument("--offset", type=int, default=0)
     tables.set_defaults(handler=run_tables)

@@ -1,0 +1,254 @@
+"""The learned policy on the outcome tables: configs, runs, and the figures they give.
+
+``python benchmarks/policy_tables.py configs BENCH`` writes the SFT and GRPO configs of one
+benchmark's experiment into ``benchmarks/results/policy-tables/<bench>/`` (per seed: an SFT warm
+start of its own, then two GRPO arms from it, plain GRPO and two-way counterfactual credit, on
+the train table's fit items, scored every few steps on its held-out tail);
+``python benchmarks/policy_tables.py summary`` reads what the runs wrote and writes
+``benchmarks/results/policy-tables/summary.json``: per benchmark ``n_test``, ``policy_accuracy``,
+``policy_cost``, ``hull_diff_ci95``, ``policy_score``, ``knn_score``, ``auroc``,
+``shuffled_auroc`` (from ``lemon report`` on the test table with the policy's evaluation and
+the control's: the same SFT on teacher rows whose teams were shuffled across items), and
+at the top level ``credit_calls_ratio`` and ``credit_calls_ratio_ci95``: the distinct worker
+calls two-way credit needed to reach plain GRPO's final held-out reward, over plain GRPO's
+calls for the whole run (mean over seeds, 95% bootstrap interval over seeds).
+
+The run commands are in ``run.sh`` beside the results; this file only writes configs and reads
+results (no model runs here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "policy-tables"
+TABLES = ROOT / "benchmarks" / "results" / "tables"
+PROMPT = "lemon-policy-prompt/v2"
+
+EXPERIMENTS: dict[str, dict[str, Any]] = {
+    # fit items, held-out tail of the train table, GRPO steps, reward weights
+    "svamp": {"fit": 180, "heldout": 42, "steps": 60, "tasks_per_step": 4},
+    "mmlu": {"fit": 340, "heldout": 60, "steps": 60, "tasks_per_step": 4},
+}
+REWARDS = {"token_cost": 0.2, "agent_cost": 0.01, "edge_cost": 0.005}
+"""R_orch's weights for the tables' experiments: a token cost at which a large agent's ~1,000
+tier-priced tokens weigh 0.2 of a success (the default 0.02 makes the large tier nearly free,
+so no routing would pay)."""
+SEEDS = (0, 1, 2)
+LORA = {"r": 16, "alpha": 32, "dropout": 0.0, "top_layers": 8, "merge": False}
+
+
+def _write(path: Path, data: dict[str, Any], comment: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"# {line}\n" for line in comment.splitlines())
+    path.write_text(text + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def configs(bench: str) -> list[Path]:
+    spec = EXPERIMENTS[bench]
+    out = RESULTS / bench
+    table = f"benchmarks/results/tables/{bench}-train"
+    written = []
+    for seed in SEEDS:
+        sft = {
+            "stage": "sft",
+            "base_model": "packaged",
+            "data": f"benchmarks/results/policy-tables/{bench}/rows.jsonl",
+            "output_dir": f"policies/tables/{bench}-sft-s{seed}",
+            "policy": f"{bench}-tables",
+            "version": f"sft-s{seed}",
+            "prompt_format": PROMPT,
+            "lora": LORA,
+            "hyperparameters": {
+                "learning_rate": 2.0e-4,
+                "epochs": 2,
+                "per_device_batch_size": 8,
+                "max_length": 512,
+                "save_steps": 25,
+                "seed": seed,
+            },
+        }
+        path = out / f"sft-s{seed}.yaml"
+        _write(path, sft, f"SFT warm start, seed {seed}, on the {bench} train table's teacher rows")
+        written.append(path)
+        for arm, credit in (("global", False), ("credit", True)):
+            grpo = {
+                "stage": "grpo",
+                "base_model": f"policies/tables/{bench}-sft-s{seed}",
+                "data": f"table:{table}:{spec['fit']}:0",
+                "heldout": f"table:{table}:{spec['heldout']}:{spec['fit']}",
+                "heldout_steps": 10,
+                "output_dir": f"policies/tables/{bench}-grpo-{arm}-s{seed}",
+                "policy": f"{bench}-tables",
+                "version": f"grpo-{arm}-s{seed}",
+                "prompt_format": PROMPT,
+                "lora": LORA,
+                "profile": "embedded",
+                "rewards": REWARDS,
+                "hyperparameters": {
+                    "learning_rate": 5.0e-5,
+                    "max_steps": spec["steps"],
+                    "per_device_batch_size": spec["tasks_per_step"],
+                    "group_size": 4,
+                    "max_completion_length": 64,
+                    "temperature": 1.0,
+                    "loss_type": "dapo",
+                    "save_steps": 10,
+                    "seed": seed,
+                    "worker_max_tokens": 300,
+                    "live_calls": True,
+                    "skip_flat_groups": True,
+                },
+                "counterfactual": {
+                    "enabled": credit,
+                    "lambda_cf": 1.0,
+                    "kinds": [
+                        "drop_dependency",
+                        "rollback_role",
+                        "downgrade_capacity",
+                        "upgrade_capacity",
+                        "remove_agent",
+                    ],
+                    "max_mutants": 2,
+                },
+            }
+            path = out / f"grpo-{arm}-s{seed}.yaml"
+            what = "two-way counterfactual credit" if credit else "plain GRPO (no credit)"
+            _write(path, grpo, f"GRPO, {what}, seed {seed}, from that seed's SFT warm start")
+            written.append(path)
+    return written
+
+
+def _metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def calls_to_reach(rows: list[dict[str, Any]], target: float) -> float | None:
+    """Distinct worker calls when the held-out reward first reaches ``target`` (the calls at
+    the step of that evaluation), None if it never does."""
+    calls = {
+        int(r["step"]): float(r["worker_calls_total"]) for r in rows if "worker_calls_total" in r
+    }
+    for row in rows:
+        if "heldout/reward" in row and float(row["heldout/reward"]) >= target:
+            step = int(row["step"])
+            return calls.get(step, 0.0 if step == 0 else None)
+    return None
+
+
+def credit_ratio(bench: str) -> dict[str, Any]:
+    pairs = []
+    per_seed = []
+    for seed in SEEDS:
+        plain = _metrics(ROOT / f"policies/tables/{bench}-grpo-global-s{seed}" / "metrics.jsonl")
+        credit = _metrics(ROOT / f"policies/tables/{bench}-grpo-credit-s{seed}" / "metrics.jsonl")
+        held = [r for r in plain if "heldout/reward" in r]
+        totals = [float(r["worker_calls_total"]) for r in plain if "worker_calls_total" in r]
+        if not held or not totals or not credit:
+            continue
+        target = float(held[-1]["heldout/reward"])
+        reached = calls_to_reach(credit, target)
+        credit_total = max(
+            float(r["worker_calls_total"]) for r in credit if "worker_calls_total" in r
+        )
+        spent = reached if reached is not None else credit_total  # censored at its budget
+        pairs.append((spent, totals[-1]))
+        per_seed.append({"seed": seed, "target": target, "credit_calls": reached,
+                         "credit_total": credit_total, "plain_calls": totals[-1]})  # fmt: skip
+    if not pairs:
+        return {"credit_calls_ratio": None, "credit_calls_ratio_ci95": None, "per_seed": []}
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(2000):
+        sample = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        ratios.append(
+            statistics.fmean(a for a, _ in sample) / statistics.fmean(b for _, b in sample)
+        )
+    ratios.sort()
+    ratio = statistics.fmean(a for a, _ in pairs) / statistics.fmean(b for _, b in pairs)
+    return {
+        "credit_calls_ratio": round(ratio, 4),
+        "credit_calls_ratio_ci95": [round(ratios[49], 4), round(ratios[1949], 4)],
+        "per_seed": per_seed,
+    }
+
+
+def benchmark_summary(bench: str) -> dict[str, Any] | None:
+    report_path = RESULTS / bench / "report.json"
+    if not report_path.is_file():
+        return None
+    report = json.loads(report_path.read_text())
+    policies = {n: m for n, m in report["methods"].items() if m["kind"] == "policy"}
+    policy = next((m for n, m in policies.items() if "shuffled" not in n), None)
+    control = next((m for n, m in policies.items() if "shuffled" in n), None)
+    if policy is None:
+        return None
+    knn = report["methods"].get("knn", {})
+    from lemon.evals import curves
+
+    at = policy["cost"]
+    hull = [tuple(p) for p in report["hull"]]
+    oracle = [tuple(p) for p in report["methods"]["oracle"]["curve"]]
+    knn_curve = [tuple(p) for p in knn.get("curve", [])]
+    knn_at = curves.curve_at(knn_curve, at) if knn_curve else None  # type: ignore[arg-type]
+    return {
+        "n_test": report["n_items"],
+        "policy_accuracy": policy["accuracy"],
+        "policy_cost": policy["cost"],
+        "policy_own_cost": policy.get("policy_cost"),
+        "hull_diff": policy["hull_diff"],
+        "hull_diff_ci95": policy["hull_diff_ci95"],
+        "policy_score": policy["score"],
+        "knn_score": None
+        if knn_at is None
+        else round(
+            curves.normalised_score(knn_at, at, hull, oracle) or 0.0,
+            4,  # type: ignore[arg-type]
+        ),
+        "knn_accuracy_at_policy_cost": None if knn_at is None else round(knn_at, 4),
+        "auroc": policy.get("auroc"),
+        "shuffled_auroc": None if control is None else control.get("auroc"),
+        "report": str(report_path.relative_to(ROOT)),
+    }
+
+
+def summary() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for bench in EXPERIMENTS:
+        found = benchmark_summary(bench)
+        if found is not None:
+            out[bench] = found
+    out |= credit_ratio("svamp")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    c = sub.add_parser("configs")
+    c.add_argument("bench", choices=list(EXPERIMENTS))
+    sub.add_parser("summary")
+    args = parser.parse_args(argv)
+    if args.action == "configs":
+        for path in configs(args.bench):
+            print(path.relative_to(ROOT))
+        return 0
+    data = summary()
+    (RESULTS / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(data, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
