@@ -26,7 +26,7 @@ def require_extra(extra: str, *modules: str) -> None:
     if missing:
         pytest.fail(
             f"these tests need the `{extra}` extra ({', '.join(missing)} not installed): "
-            f".venv/bin/python -m pip install -e '.[{extra}]' (scripts/setup installs it)",
+            f".venv/bin/python -m pip install -e '.[{extra}]' (scripts/test installs it)",
             pytrace=False,
         )
 

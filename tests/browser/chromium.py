@@ -1,7 +1,7 @@
 """Debian's Chromium for the web view's browser tests: installed with apt-get when missing
 (as root, quietly), else a failure that says what to install; never skipped.
 
-``python -m tests.browser.chromium`` installs it (scripts/setup calls it); the tests call
+``python -m tests.browser.chromium`` installs it (scripts/test calls it); the tests call
 :func:`ensure_chromium` on first use. Playwright drives it through ``executable_path``: its own
 browser download is never used (it cannot work here).
 """

@@ -1,5 +1,5 @@
 """Helpers of the chart tests: run the real ``helm`` (installed into ``.venv/bin`` by
-``scripts/setup``) and read what it renders."""
+``scripts/test``) and read what it renders."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def helm(
 ) -> subprocess.CompletedProcess[str]:
     """``helm ARGS``; fails the test with helm's stderr when ``check`` and it fails."""
     if not HELM.is_file():
-        raise AssertionError(f"{HELM} is missing; run scripts/setup (it installs helm)")
+        raise AssertionError(f"{HELM} is missing; run scripts/test (it installs helm)")
     command = [str(HELM), *args]
     if kubeconfig is not None:
         command.append(f"--kubeconfig={kubeconfig}")
