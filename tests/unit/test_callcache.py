@@ -198,7 +198,9 @@ def test_the_scripted_doubles_identity_covers_its_rules(tmp_path: Path) -> None:
 
 def test_the_llamacpp_identity_covers_the_settings_that_change_outputs(tmp_path: Path) -> None:
     """``context`` decides where "length" cuts and ``repack`` how greedy near-ties break."""
-    pytest.importorskip("llama_cpp", reason="the llama extra (scripts/setup installs it)")
+    from tests.conftest import require_extra
+
+    require_extra("llama", "llama_cpp")
     from lemon.backends.llamacpp import LlamaBackend
 
     weights = tmp_path / "m.gguf"

@@ -81,7 +81,7 @@ def _policy(args: argparse.Namespace, parsed: Any) -> Any:
         return open_policy(args)
     if parsed is not None:
         return None
-    if args.baseline == "template":
+    if args.baseline == "template" or args.template != TemplateVariant.DEFAULT.value:
         from lemon.policy.inference import TemplatePolicy
 
         return TemplatePolicy(TemplateVariant(args.template))
@@ -241,7 +241,8 @@ def register(sub: Any) -> None:
         "--template",
         choices=[variant.value for variant in TemplateVariant],
         default=TemplateVariant.DEFAULT.value,
-        help="template policy variant; compute: maths teams with a python_executor",
+        help="template policy variant (implies --baseline template); compute: maths teams with "
+        "a python_executor",
     )
     add_profile_options(p)
     add_roles_option(p)
