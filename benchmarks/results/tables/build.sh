@@ -12,6 +12,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 plan="${1:-$here/plan.txt}"
 cd "$root"
+# LEMON_CODE: a checkout whose code builds the tables (e.g. a git worktree at a fixed commit),
+# so edits in this one cannot change a build midway; the tables are written here.
+if [ -n "${LEMON_CODE:-}" ]; then
+  export PYTHONPATH="$LEMON_CODE/src:$LEMON_CODE/operator:$LEMON_CODE/services:$LEMON_CODE/training_jobs"
+fi
 while read -r dir benchmark split limit teams; do
   case "$dir" in ''|'#'*) continue ;; esac
   echo "== $(date -u +%FT%TZ) $dir $benchmark/$split n=$limit $teams"
