@@ -50,19 +50,21 @@ def test_embedded_models_resolve_to_their_pinned_ggufs_or_say_they_are_not_fetch
         assert isinstance(missing, serving.Missing), source
         assert missing.reason == "ModelNotFetched"
         assert "lemon models fetch qwen2.5-coder-0.5b-instruct" in missing.message
-    fetched = tmp_path / "cache" / "models"
-    fetched.mkdir(parents=True)
-    from lemon.backends.ggufs import QWEN_CODER_05B
+    # Once fetched (locate checks the file's header; here it is told the file is there), the
+    # hub id maps to the pinned GGUF's name, which serve-model loads.
+    located: list[str] = []
 
-    assert QWEN_CODER_05B.wheels is not None
-    with (fetched / QWEN_CODER_05B.filename).open("wb") as handle:  # the pinned size, sparse
-        handle.truncate(QWEN_CODER_05B.wheels.size)
-    monkeypatch.setenv("LEMON_CACHE_DIR", str(tmp_path / "cache"))
+    def fetched(model: Any) -> Path:
+        located.append(model.name)
+        return tmp_path / model.filename
+
+    monkeypatch.setattr(serving, "locate", fetched)
     model = serving.resolve("Qwen/Qwen2.5-Coder-0.5B-Instruct", volumes=tmp_path)
     assert model == serving.Model(
         ("--model", "qwen2.5-coder-0.5b-instruct"),
         "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) on llama.cpp",
     )
+    assert located == ["qwen2.5-coder-0.5b-instruct"]
 
 
 def test_policy_versions_on_claims_and_what_is_not_here(tmp_path: Path) -> None:

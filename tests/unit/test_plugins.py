@@ -50,6 +50,7 @@ def test_every_command_is_an_entry_point() -> None:
     extras = {e.name: e.extras for e in entry_points(group=COMMAND_GROUP) if e.extras}
     assert extras == {
         "client": ["service"],
+        "cluster": ["cluster"],
         "serve": ["service"],
         "serve-model": ["serve"],
         "train": ["train"],
