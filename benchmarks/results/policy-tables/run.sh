@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The learned policy on the outcome tables, one benchmark (svamp or mmlu), resumable:
+#   bash benchmarks/results/policy-tables/run.sh svamp STAGE...
+# STAGE: rows (teacher rows from the train table, and the shuffled control's), sft-S (the SFT warm
+# start of seed S), grpo-ARM-S (ARM global or credit), eval-NAME (a policy version under
+# policies/tables/ on the test table), report. LEMON_CODE: a checkout whose code runs it (a git
+# worktree at a fixed commit, so edits elsewhere cannot change a run midway).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+bench=$1; shift
+out=benchmarks/results/policy-tables/$bench
+tables=benchmarks/results/tables
+if [ -n "${LEMON_CODE:-}" ]; then
+  export PYTHONPATH="$LEMON_CODE/src:$LEMON_CODE/operator:$LEMON_CODE/services:$LEMON_CODE/training_jobs"
+fi
+lemon() { nice -n "${LEMON_NICE:-5}" .venv/bin/lemon "$@"; }
+for stage in "$@"; do
+  echo "== $(date -u +%FT%TZ) $bench $stage"
+  case "$stage" in
+    rows)
+      fit=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import policy_tables as p; print(p.EXPERIMENTS['$bench']['fit'])")
+      for shuffle in "" "--shuffle 0"; do
+        name=rows; [ -n "$shuffle" ] && name=rows-shuffled
+        lemon teacher tables "$tables/$bench-train" --limit "$fit" --prompt-format lemon-policy-prompt/v2 \
+          --token-cost 0.2 --balance $shuffle --out "$out/$name.jsonl"
+      done ;;
+    sft-shuffled)
+      lemon train sft --config "$out/sft-shuffled.yaml" ;;
+    sft-*) lemon train sft --config "$out/$stage.yaml" ;;
+    grpo-*) lemon train grpo --config "$out/$stage.yaml" ;;
+    eval-*)
+      name=${stage#eval-}
+      lemon eval --policy "policies/tables/$bench-$name" --table "$tables/$bench-test" \
+        --max-tokens 300 --policy-attempts 1 --policy-max-tokens 96 --concurrency 8 \
+        --out "$out/evals" --name "$name" -q ;;
+    report)
+      runs=()
+      for dir in "$out"/evals/*/; do runs+=(--policy-run "$dir"); done
+      lemon report "$tables/$bench-test" "${runs[@]}" --json > "$out/report.json"
+      lemon report "$tables/$bench-test" "${runs[@]}" --markdown "$out/report.md" --png "$out/report.png" >/dev/null ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+done
