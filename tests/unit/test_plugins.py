@@ -110,3 +110,33 @@ def test_bench_finds_the_checkout_from_the_install_record(tmp_path: Path) -> Non
     )  # fmt: skip
     assert done.returncode == 2
     assert "unknown benchmark 'no-such-benchmark' (known: " in done.stderr  # found from tmp_path
+
+
+def test_command_one_needs_no_extra_but_llama(tmp_path: Path) -> None:
+    """scripts/setup installs the `llama` extra only: with the other extras' packages unimportable
+    (as on that install), every command still registers, the extras' commands say what to
+    install, and the README's first command's `validate` runs (CI once failed here: `serve`
+    imported grpc while registering, which took the whole CLI down)."""
+    blocked = ["grpc", "kopf", "kubernetes", "torch", "trl", "peft", "fastapi", "uvicorn"]
+    code = (
+        f"import sys; sys.modules.update(dict.fromkeys({blocked!r}));"
+        "from lemon.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+    def lemon(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code, *argv],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=120, check=False,
+        )  # fmt: skip
+
+    help_ = lemon("--help")
+    assert help_.returncode == 0, help_.stderr
+    for command in ("serve", "client", "train"):
+        assert f"    {command} " in help_.stdout, command
+    served = lemon("serve")
+    assert served.returncode == 2
+    assert "'lemon serve' is unavailable" in served.stderr
+    assert "pip install 'lemon-orchestration[service]'" in served.stderr
+    ok = lemon("validate", "examples/specs/01-single-solver.yaml")
+    assert ok.returncode == 0, ok.stderr

@@ -77,9 +77,7 @@ class GuideTokenizer:
         return (self.vocab + 31) // 32
 
 
-_TOKENIZERS: weakref.WeakKeyDictionary[Any, dict[int, GuideTokenizer]] = (
-    weakref.WeakKeyDictionary()
-)
+_TOKENIZERS: weakref.WeakKeyDictionary[Any, dict[int, GuideTokenizer]] = weakref.WeakKeyDictionary()
 """Per tokenizer object (held weakly: never by its ``id``, which a later object may reuse once
 this one is collected) and logits width."""
 _TOKENIZERS_LOCK = threading.Lock()

@@ -88,14 +88,14 @@ def _register_commands(sub: Any) -> dict[str, Command]:
     for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         if entry.name in commands:  # a second distribution naming the same command
             continue
-        try:
-            register = entry.load()
+        try:  # a module may import its extra's packages when it registers, not only when loaded
+            entry.load()(sub)
         except ImportError as exc:
             why = f"{exc}" + (f" ({_install_hint(entry)})" if entry.extras else "")
-            sub.add_parser(entry.name, help=f"(unavailable: {why})")
+            if entry.name not in sub.choices:  # it failed before adding its parser
+                sub.add_parser(entry.name, help=f"(unavailable: {why})")
             commands[entry.name] = Command(entry, why)
             continue
-        register(sub)
         commands[entry.name] = Command(entry)
     return commands
 

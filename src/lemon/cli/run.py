@@ -101,8 +101,7 @@ def _cost_line(result: Any, policy: Any, task: str) -> str | None:
     if large:
         choice = best_teams()[kind.value]
         line += (
-            f"; one large agent averages {large:.0f} on {choice['benchmark']} "
-            f"({choice['source']})"
+            f"; one large agent averages {large:.0f} on {choice['benchmark']} ({choice['source']})"
         )
     if isinstance(policy, BestTeamPolicy):
         line += "; team: " + ", ".join(

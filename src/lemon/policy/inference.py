@@ -162,9 +162,7 @@ def _region(completion: str) -> tuple[int, int]:
     return (found.start() if found else 0), len(completion)
 
 
-def spec_region(
-    completion: str, *, stop: Sequence[str] = DEFAULT_DECODING.stop
-) -> tuple[int, int]:
+def spec_region(completion: str, *, stop: Sequence[str] = DEFAULT_DECODING.stop) -> tuple[int, int]:
     """Where, in a raw completion, the text lies that the policy's spec is read from: the
     completion cut at the first ``stop`` string (what decoding with :data:`DEFAULT_DECODING`
     returns), then :func:`extract_spec_text`'s YAML. ``completion[start:end]`` is that text;
