@@ -127,3 +127,25 @@ def test_a_bad_table_is_a_clear_error(tmp_path: Path) -> None:
     result = run_lemon("report", str(tmp_path / "t"))
     assert result.returncode == 1
     assert "table.json: not a table description" in result.stderr
+
+
+def test_a_team_still_being_built_is_named_not_silently_dropped(tmp_path: Path) -> None:
+    from lemon.evals.table_report import markdown
+
+    table = _table(tmp_path / "svamp-test", "test", 20, samples=False)
+    kept = set(table.meta.items[:12])  # single-large has answered 12 of the 20 items so far
+    lines = (table.path / "cells.jsonl").read_text().splitlines()
+    (table.path / "cells.jsonl").write_text(
+        "".join(
+            line + "\n"
+            for line in lines
+            if json.loads(line)["team"] != "single-large" or json.loads(line)["item"] in kept
+        )
+    )
+    partial = Table.open(table.path)
+    covered = len(partial.covered("single-large"))
+    assert covered == 12
+    report = table_report(partial)
+    assert report["teams"] == ["single-small", "single-medium"]
+    assert report["left_out"] == {"single-large": f"{covered}/20 items"}
+    assert f"Left out (incomplete): single-large ({covered}/20 items)." in markdown(report)

@@ -328,6 +328,11 @@ def table_report(
         "split": test.meta.split,
         "n_items": len(data.items),
         "teams": teams,
+        "left_out": {  # the table's greedy teams not compared: not (yet) answered every item
+            t: f"{len(test.covered(t))}/{len(test.meta.items)} items"
+            for t in test.meta.teams
+            if t not in teams and not t.startswith("sample-")
+        },
         "cheap_team": data.teams[cheap],
         "cheap_team_fails": round(float(fails.mean()), 4),
         "best_fixed": teams[best],
@@ -350,6 +355,11 @@ def markdown(report: dict[str, Any]) -> str:
         f"Cost: mean tier-priced tokens per item, the policy's own included. AUROC: the "
         f"method's chosen team's cost against '{report['cheap_team']} fails' "
         f"({100 * report['cheap_team_fails']:.0f}% of items).",
+        *(
+            [f"Left out (incomplete): {', '.join(f'{t} ({n})' for t, n in left.items())}."]
+            if (left := report.get("left_out"))
+            else []
+        ),
         "",
         "| method | kind | accuracy | 95% CI | cost | × large | − hull (95% CI) | score | AUROC "
         "| shuffled AUROC |",
