@@ -4,7 +4,8 @@
 # STAGE: rows (teacher rows from the train table, and the shuffled control's), sft-S (the SFT warm
 # start of seed S), grpo-ARM-S (ARM global or credit), eval-NAME (a policy version under
 # policies/tables/ on the test table), report. LEMON_CODE: a checkout whose code runs it (a git
-# worktree at a fixed commit, so edits elsewhere cannot change a run midway).
+# worktree at a fixed commit, so edits elsewhere cannot change a run midway). LEMON_EVAL_LIMIT:
+# evaluate on the test table's first N items only (those every team has answered so far).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 bench=$1; shift
@@ -31,7 +32,7 @@ for stage in "$@"; do
     eval-*)
       name=${stage#eval-}
       lemon eval --policy "policies/tables/$bench-$name" --table "$tables/$bench-test" \
-        --max-tokens 300 --policy-attempts 1 --policy-max-tokens 96 --concurrency 8 \
+        --limit "${LEMON_EVAL_LIMIT:-0}" --max-tokens 300 --policy-attempts 1 --policy-max-tokens 96 --concurrency 8 \
         --out "$out/evals" --name "$name" -q ;;
     report)
       runs=()
