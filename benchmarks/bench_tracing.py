@@ -35,7 +35,7 @@ from lemon import telemetry  # noqa: E402
 from lemon.backends.base import Backend  # noqa: E402
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig  # noqa: E402
 from lemon.engine.executor import ExecutionOptions, execute  # noqa: E402
-from lemon.engine.spans import RunSpans  # noqa: E402
+from lemon.engine.tracing import RunSpans  # noqa: E402
 from lemon.spec import Capacity, compile_spec  # noqa: E402
 
 

@@ -83,3 +83,39 @@ def test_public_surface_is_pinned() -> None:
     ]
     for name in lemon.spec.__all__:
         assert getattr(lemon.spec, name) is not None
+
+
+def test_names_do_not_mislead() -> None:
+    """No two modules of the core share a name (its `cli/` modules are named after their
+    commands, and `__init__.py` aside), none of the project's packages has two modules called
+    `orchestration.py`, `runs.py` or `spans.py`, and one class each is called `RunResult` and
+    `RunStatus` (the engine's; the sandbox's are `ProgramResult` and `ProgramStatus`)."""
+    import ast
+    from collections import Counter
+    from pathlib import Path
+
+    root = Path(lemon.__file__).parents[2]
+    core = [
+        p
+        for p in (root / "src/lemon").rglob("*.py")
+        if "cli" not in p.parts and p.stem != "__init__"
+    ]
+    twice = [name for name, n in Counter(p.name for p in core).items() if n > 1]
+    assert twice == []
+    project = [
+        p
+        for d in ("src", "operator", "services", "training_jobs")
+        for p in (root / d).rglob("*.py")
+    ]
+    for name in ("orchestration.py", "runs.py", "spans.py"):
+        assert len([p for p in project if p.name == name]) <= 1, name
+    classes = Counter(
+        (node.name, str(path.relative_to(root)))
+        for path in project
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name in ("RunResult", "RunStatus")
+    )
+    assert sorted(classes) == [
+        ("RunResult", "src/lemon/engine/results.py"),
+        ("RunStatus", "src/lemon/engine/results.py"),
+    ]

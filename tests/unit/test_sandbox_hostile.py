@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lemon.sandbox import RunStatus, SandboxConfig, probe, run_programs
+from lemon.sandbox import ProgramStatus, SandboxConfig, probe, run_programs
 
 FAST = SandboxConfig(timeout_s=4, cpu_s=2, workers=2)
 
@@ -44,13 +44,13 @@ def test_sandbox_is_available_here() -> None:
 
 def test_a_program_that_runs_to_its_end_passes() -> None:
     result = run("import math\nprint(math.factorial(5))")
-    assert result.status is RunStatus.PASSED
+    assert result.status is ProgramStatus.PASSED
     assert result.stdout == "120\n"
     assert result.completed
 
 
 def test_failures_exceptions_and_exit_codes() -> None:
-    assert run("assert 1 == 2").status is RunStatus.FAILED
+    assert run("assert 1 == 2").status is ProgramStatus.FAILED
     assert run("raise SystemExit(3)").returncode != 0
 
 
@@ -65,7 +65,7 @@ def test_failures_exceptions_and_exit_codes() -> None:
 )
 def test_early_exit_with_status_zero_is_a_failure(source: str) -> None:
     result = run(source)
-    assert result.status is RunStatus.FAILED
+    assert result.status is ProgramStatus.FAILED
     assert not result.completed
 
 
@@ -82,7 +82,7 @@ def test_the_marker_is_not_in_the_program_source() -> None:
 
 def test_infinite_loop_hits_the_cpu_or_wall_limit() -> None:
     result = run("while True:\n    pass")
-    assert result.status in (RunStatus.FAILED, RunStatus.TIMEOUT)
+    assert result.status in (ProgramStatus.FAILED, ProgramStatus.TIMEOUT)
     assert not result.completed
 
 
@@ -92,7 +92,7 @@ def test_sleeping_and_ignoring_sigterm_times_out() -> None:
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(3600)"
     )
     result = run(source, SandboxConfig(timeout_s=1.5, cpu_s=2))
-    assert result.status is RunStatus.TIMEOUT
+    assert result.status is ProgramStatus.TIMEOUT
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_memory_bombs_fail(source: str) -> None:
     # generous so that a loaded machine (zero-filling 2 GiB) cannot turn the verdict into a
     # timeout. The CPU limit stays FAST's.
     result = run(source, FAST.model_copy(update={"timeout_s": 60}))
-    assert result.status is RunStatus.FAILED
+    assert result.status is ProgramStatus.FAILED
     assert "MemoryError" in result.stderr or result.returncode != 0
 
 
@@ -144,7 +144,7 @@ def test_fork_bomb_is_contained() -> None:
         "time.sleep(600)\n"
     )
     result = run(source, SandboxConfig(timeout_s=3, cpu_s=2, max_processes=16))
-    assert result.status is RunStatus.TIMEOUT
+    assert result.status is ProgramStatus.TIMEOUT
     assert _processes_with(token) == []
 
 
@@ -262,14 +262,14 @@ def test_no_network_not_even_the_hosts_loopback() -> None:
 def test_output_flood_is_cut_and_fails() -> None:
     config = SandboxConfig(timeout_s=10, max_output_bytes=64 * 1024)
     result = run("while True:\n    print('x' * 1000)", config)
-    assert result.status is RunStatus.OUTPUT_LIMIT
+    assert result.status is ProgramStatus.OUTPUT_LIMIT
     assert len(result.stdout) + len(result.stderr) <= 64 * 1024
 
 
 def test_large_files_are_refused() -> None:
     config = SandboxConfig(timeout_s=10, max_file_bytes=1024 * 1024)
     result = run("open('big', 'wb').write(b'x' * (4 * 1024 * 1024))", config)
-    assert result.status is RunStatus.FAILED
+    assert result.status is ProgramStatus.FAILED
 
 
 def test_environment_is_empty_of_host_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -295,7 +295,7 @@ def test_a_program_that_rebinds_stdout_still_completes() -> None:
 def test_a_sandbox_that_cannot_start_is_reported_as_such() -> None:
     config = SandboxConfig(extra_ro_binds=("/nonexistent/lemon-path",))
     result = run("print('never')", config)
-    assert result.status is RunStatus.SANDBOX_ERROR
+    assert result.status is ProgramStatus.SANDBOX_ERROR
     assert "bwrap" in result.stderr
 
 

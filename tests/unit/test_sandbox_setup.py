@@ -52,8 +52,8 @@ def test_public_surface_is_pinned() -> None:
     assert sorted(lemon.sandbox.__all__) == [
         "GiB",
         "MiB",
-        "RunResult",
-        "RunStatus",
+        "ProgramResult",
+        "ProgramStatus",
         "SandboxConfig",
         "SandboxUnavailable",
         "probe",

@@ -33,7 +33,7 @@ from lemon.backends.base import (
     Message,
 )
 from lemon.engine.results import AgentResult, AgentStatus, FailureKind, RunResult, RunStatus
-from lemon.engine.spans import RunSpans
+from lemon.engine.tracing import RunSpans
 from lemon.events import (
     AgentFailed,
     AgentFinished,

@@ -52,7 +52,7 @@ def _error_line(stderr: str) -> str:
 
 async def run_python_tool(inputs: Sequence[str], *, timeout_s: float = 10.0) -> ToolResult:
     """Run the dependencies' code in the sandbox; the output is stdout or the error."""
-    from lemon.sandbox.execution import RunStatus, run_program
+    from lemon.sandbox.execution import ProgramStatus, run_program
     from lemon.sandbox.limits import SandboxConfig
 
     code = extract_code(inputs)
@@ -65,11 +65,11 @@ async def run_python_tool(inputs: Sequence[str], *, timeout_s: float = 10.0) -> 
         result = await run_program(_program(code), config=config)
     except SandboxUnavailable as exc:
         return ToolResult("", ok=False, error=f"the sandbox is unavailable: {exc}")
-    if result.status is RunStatus.SANDBOX_ERROR:
+    if result.status is ProgramStatus.SANDBOX_ERROR:
         return ToolResult("", ok=False, error=f"sandbox failed: {_error_line(result.stderr)}")
-    if result.status is RunStatus.TIMEOUT:
+    if result.status is ProgramStatus.TIMEOUT:
         return ToolResult(f"Error: the program timed out after {timeout_s:g} s", ok=True)
-    if result.status is RunStatus.OUTPUT_LIMIT:
+    if result.status is ProgramStatus.OUTPUT_LIMIT:
         return ToolResult("Error: the program printed too much", ok=True)
     stdout = result.stdout.strip()
     if result.passed:

@@ -8,8 +8,8 @@ needs a per-run marker printed after the program's last statement.
 
 from lemon.sandbox.commands import SandboxUnavailable
 from lemon.sandbox.execution import (
-    RunResult,
-    RunStatus,
+    ProgramResult,
+    ProgramStatus,
     run_program,
     run_programs,
     run_programs_async,
@@ -20,8 +20,8 @@ from lemon.sandbox.probe import probe
 __all__ = [
     "GiB",
     "MiB",
-    "RunResult",
-    "RunStatus",
+    "ProgramResult",
+    "ProgramStatus",
     "SandboxConfig",
     "SandboxUnavailable",
     "probe",

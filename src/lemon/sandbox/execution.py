@@ -26,10 +26,10 @@ from pydantic import BaseModel, ConfigDict
 from lemon.sandbox.commands import build_command
 from lemon.sandbox.limits import SandboxConfig
 
-__all__ = ["RunResult", "RunStatus", "run_program", "run_programs", "run_programs_async"]
+__all__ = ["ProgramResult", "ProgramStatus", "run_program", "run_programs", "run_programs_async"]
 
 
-class RunStatus(StrEnum):
+class ProgramStatus(StrEnum):
     PASSED = "passed"
     FAILED = "failed"  # ended without the marker: an exception, a non-zero exit, an early exit
     TIMEOUT = "timeout"
@@ -37,10 +37,10 @@ class RunStatus(StrEnum):
     SANDBOX_ERROR = "sandbox_error"  # the isolation itself failed to start (bwrap or setpriv)
 
 
-class RunResult(BaseModel):
+class ProgramResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    status: RunStatus
+    status: ProgramStatus
     returncode: int | None
     completed: bool
     """The program ran to its last statement (the marker was printed)."""
@@ -50,7 +50,7 @@ class RunResult(BaseModel):
 
     @property
     def passed(self) -> bool:
-        return self.status is RunStatus.PASSED
+        return self.status is ProgramStatus.PASSED
 
 
 def _user_processes(uid: int) -> int:
@@ -124,7 +124,7 @@ def _next_uid(config: SandboxConfig) -> int:
 _uid_counter = -1
 
 
-async def run_program(source: str, *, config: SandboxConfig) -> RunResult:
+async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
     """Run one program in the sandbox and wait for it (at most ``config.timeout_s``)."""
     marker = f"LEMON-DONE-{secrets.token_hex(16)}"
     argv = build_command(config, uid=_next_uid(config))
@@ -182,16 +182,16 @@ async def run_program(source: str, *, config: SandboxConfig) -> RunResult:
         out = out.rstrip("\n").removesuffix(marker).removesuffix("\n")
     err = stderr.decode("utf-8", "replace")
     if overflow.is_set():
-        status = RunStatus.OUTPUT_LIMIT
+        status = ProgramStatus.OUTPUT_LIMIT
     elif not completed and err.startswith(("bwrap: ", "setpriv: ")) and not out:
-        status = RunStatus.SANDBOX_ERROR
+        status = ProgramStatus.SANDBOX_ERROR
     elif timed_out:
-        status = RunStatus.TIMEOUT
+        status = ProgramStatus.TIMEOUT
     elif completed and process.returncode == 0:
-        status = RunStatus.PASSED
+        status = ProgramStatus.PASSED
     else:
-        status = RunStatus.FAILED
-    return RunResult(
+        status = ProgramStatus.FAILED
+    return ProgramResult(
         status=status,
         returncode=process.returncode,
         completed=completed,
@@ -203,18 +203,20 @@ async def run_program(source: str, *, config: SandboxConfig) -> RunResult:
 
 async def run_programs_async(
     sources: Sequence[str], *, config: SandboxConfig | None = None
-) -> list[RunResult]:
+) -> list[ProgramResult]:
     """Run every program, ``config.workers`` (default: CPU count) at a time; input order kept."""
     config = config or SandboxConfig()
     limit = asyncio.Semaphore(config.workers or os.cpu_count() or 1)
 
-    async def one(source: str) -> RunResult:
+    async def one(source: str) -> ProgramResult:
         async with limit:
             return await run_program(source, config=config)
 
     return list(await asyncio.gather(*(one(source) for source in sources)))
 
 
-def run_programs(sources: Sequence[str], *, config: SandboxConfig | None = None) -> list[RunResult]:
+def run_programs(
+    sources: Sequence[str], *, config: SandboxConfig | None = None
+) -> list[ProgramResult]:
     """Synchronous :func:`run_programs_async` (not from inside a running event loop)."""
     return asyncio.run(run_programs_async(sources, config=config))

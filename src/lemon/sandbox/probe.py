@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lemon.sandbox.commands import SandboxUnavailable
-from lemon.sandbox.execution import RunStatus, run_programs
+from lemon.sandbox.execution import ProgramStatus, run_programs
 from lemon.sandbox.limits import SandboxConfig
 
 __all__ = ["probe"]
@@ -16,7 +16,7 @@ def probe(config: SandboxConfig | None = None) -> None:
         [result] = run_programs(["print('ok')"], config=config)
     except OSError as exc:
         raise SandboxUnavailable(f"cannot start the sandbox: {exc}") from exc
-    if result.status is not RunStatus.PASSED or result.stdout.strip() != "ok":
+    if result.status is not ProgramStatus.PASSED or result.stdout.strip() != "ok":
         detail = (result.stderr or result.stdout).strip()[-500:]
         raise SandboxUnavailable(
             f"a trivial program did not pass ({result.status.value}, exit {result.returncode}): "

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from lemon.data.items import CodeItem
-from lemon.sandbox.execution import RunResult, run_programs
+from lemon.sandbox.execution import ProgramResult, run_programs
 from lemon.sandbox.limits import SandboxConfig
 
 __all__ = ["build_program", "code_body", "fenced_blocks", "score_code"]
@@ -49,7 +49,7 @@ def build_program(item: CodeItem, output: str) -> str:
 
 def score_code(
     items: Sequence[CodeItem], outputs: Sequence[str], *, config: SandboxConfig | None = None
-) -> list[RunResult]:
+) -> list[ProgramResult]:
     """Run every ``(item, output)`` pair's test program in the sandbox, in parallel."""
     programs = [build_program(item, output) for item, output in zip(items, outputs, strict=True)]
     return run_programs(programs, config=config)
