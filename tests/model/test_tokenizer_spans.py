@@ -44,3 +44,24 @@ def test_mutation_spans_map_to_the_tokens_that_spell_the_value(tokenizer: Any, p
             assert offsets[before][1] <= start
         if after < len(offsets):
             assert offsets[after][0] >= end
+
+
+def test_the_table_teacher_counts_the_policys_prompt_tokens() -> None:
+    """`lemon teacher tables` prices the policy's own tokens with the packaged tokenizer. Under
+    transformers 5 `apply_chat_template(tokenize=True)` returns a BatchEncoding, a UserDict (not
+    a dict): the counter once took its length, 2 keys, for the prompt's tokens."""
+    from transformers import AutoTokenizer
+
+    from lemon.backends.packaged import converted_packaged_model
+    from lemon.cli.teacher import _token_counter
+
+    count, how = _token_counter()
+    assert how.startswith("the packaged SmolLM2-135M-Instruct tokenizer")
+    messages = [{"role": "user", "content": "Sam has 3 apples and buys 4 more. How many now?"}]
+    tokenizer = AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    prompt = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert prompt > 20
+    completion = "agents:\n  - name: solver\n"
+    expected = prompt + len(tokenizer(completion, add_special_tokens=False)["input_ids"]) + 1
+    assert count(messages, completion) == expected

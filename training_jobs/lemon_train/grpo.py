@@ -109,7 +109,7 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         self.skip_flat_groups = (
             skip_flat_groups
             and self.accelerator.num_processes == 1
-            and self.args.steps_per_generation == 1
+            and getattr(self.args, "steps_per_generation", 1) == 1  # a GRPOConfig field
         )
         """Drop groups with no signal from the loss (:func:`signal_rows`; one process only:
         the ranks' batches must stay the same size otherwise)."""
@@ -146,10 +146,9 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
             output["advantages"] = combined
         if self.skip_flat_groups:
             rewards = list(getattr(getattr(self.spec_reward, "last", None), "rewards", []))
-            keep = signal_rows(rewards, credits, self.num_generations, self.lambda_cf != 0)
-            self._metrics[mode]["groups_skipped"].append(
-                float((len(rewards) - len(keep)) // self.num_generations)
-            )
+            group = int(self.num_generations or 1)
+            keep = signal_rows(rewards, credits, group, self.lambda_cf != 0)
+            self._metrics[mode]["groups_skipped"].append(float((len(rewards) - len(keep)) // group))
             output = keep_rows(output, keep)
         return output
 

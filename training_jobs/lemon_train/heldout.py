@@ -61,7 +61,7 @@ def greedy_completions(
     return rows
 
 
-class HeldoutCallback(TrainerCallback):  # type: ignore[misc]
+class HeldoutCallback(TrainerCallback):
     """Scores the greedy policy on ``rows`` every ``every`` steps (and at step 0)."""
 
     def __init__(

@@ -433,7 +433,7 @@ class EngineReward(SpecReward):
         if benchmark is not None:
             if benchmark.value not in self._items:
                 self._items[benchmark.value] = item_index(benchmark)
-            found = self._items[benchmark.value].get(str(row.get("id", "")))
+            found: Item | None = self._items[benchmark.value].get(str(row.get("id", "")))
             if found is not None:
                 return found
         return gold_item(str(row.get("task", "")), row.get("answer"), id=str(row.get("id", "row")))

@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +216,7 @@ def _token_counter() -> tuple[Any, str]:
 
     def count(messages: list[dict[str, str]], completion: str) -> int:
         prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        if isinstance(prompt, dict):  # transformers >= 5 returns a BatchEncoding
+        if isinstance(prompt, Mapping):  # transformers >= 5 returns a BatchEncoding (a UserDict)
             prompt = prompt["input_ids"]
         return len(prompt) + len(tokenizer(completion, add_special_tokens=False)["input_ids"]) + 1
 

@@ -121,7 +121,7 @@ def _benchmark(text: str) -> BenchmarkData:
     if split not in ("train", "test", "all"):
         raise ValueError(f"data {text!r}: split must be train, test or all, not {split!r}")
     limit, offset = _numbers(text, parts[3:], ("limit", "offset"))
-    return BenchmarkData(name=parts[1], split=split, limit=limit, offset=offset)  # type: ignore[arg-type]
+    return BenchmarkData(name=parts[1], split=split, limit=limit, offset=offset)
 
 
 def _table(text: str) -> TableData:

@@ -18,6 +18,7 @@ serve, a cancellation) is not recorded: the next build runs it again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -205,7 +206,7 @@ async def build_table(
             progress(done, total)
 
     with table.writer() as writer:
-        await _windowed([lambda i=i, c=c: one(i, c, writer) for i, c in todo], concurrency * 2)
+        await _windowed([functools.partial(one, i, c, writer) for i, c in todo], concurrency * 2)
     return stats
 
 

@@ -26,7 +26,7 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
     for kind in TaskKind:
         name = KIND_TABLES.get(kind)
         path = root / TABLES / name if name else None
-        if path is None or not (path / "table.json").is_file():
+        if name is None or path is None or not (path / "table.json").is_file():
             team, role = FALLBACK.get(kind, ("single-large", "knowledge_expert"))
             out[kind.value] = {"team": team, "role": role, "source": None}
             continue
