@@ -27,8 +27,11 @@ from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
+    # package, not session: Playwright's sync API keeps an event loop running in the main thread
+    # while it is open, and every later asyncio.run there (the service, k8s and model tiers' tests
+    # and fixtures) would refuse to start
     try:
         chromium = ensure_chromium()
     except ChromiumMissing as exc:

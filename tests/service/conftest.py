@@ -4,6 +4,7 @@ OpenAI-compatible HTTP server for the tiers that must be slow, die or see cancel
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import signal
@@ -37,10 +38,17 @@ def _serving(target: str, *, tls: dict[str, Path] | None = None) -> bool:
         async with LemonClient(config) as client:
             return await client.health(timeout=2)
 
-    try:
-        return asyncio.run(check()) == "SERVING"
-    except Exception:
-        return False
+    # A thread of its own: asyncio.run refuses to start where an earlier test left this thread's
+    # running loop set (in the whole suite, after tests/browser and tests/k8s/test_cluster_models,
+    # it failed every check, and each service fixture timed out)
+    def probe() -> bool:
+        try:
+            return asyncio.run(check()) == "SERVING"
+        except Exception:
+            return False
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(probe).result()
 
 
 class ServeProcess:
