@@ -181,7 +181,7 @@ def test_success_publishes_one_version_and_rolls_the_policy(
     config = TrainingConfig.model_validate(yaml.safe_load(config_map["data"]["train.yaml"]))
     output = f"{OUTPUT_MOUNT}/policies/router/{version}"
     assert (config.output_dir, config.version, config.policy) == (output, version, "router")
-    assert config.data == "/var/lemon/data/train.jsonl"
+    assert str(config.data) == "/var/lemon/data/train.jsonl"  # FileData, the typed form
     assert config.lora is not None
     assert config.lora.target_modules == "all-linear"
 
