@@ -12,10 +12,11 @@ runs that last longer than :data:`RUNNING_AFTER_S` (a quicker run goes straight 
 
 Exactly once: the run id is the object's uid, known before the first call and the same after
 any restart, and the service executes a run id once (a repeated ``SubmitRun`` answers the run
-it already has). A run not yet Running is submitted (again) after a restart: harmless whether or
-not an earlier submit reached the service. A Running run is re-attached (``GetRun``); if the
-service no longer knows it (the service restarted), the run fails with reason
-``ServiceLostRun`` and is never submitted again.
+it already has, across its own restarts too when it keeps a run journal:
+:mod:`lemon_service.run_journal`). A run not yet Running is submitted (again) after a restart:
+harmless whether or not an earlier submit reached the service. A Running run is re-attached
+(``GetRun``); if the service no longer knows it (it restarted without a journal), the run fails
+with reason ``ServiceLostRun`` and is never submitted again.
 
 Pending, with the reason in ``status.message`` and the conditions: ``NoService``,
 ``SpecNotFound``, ``SpecInvalid`` (a referenced LemonSpec; an invalid inline spec fails at

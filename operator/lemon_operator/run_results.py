@@ -7,7 +7,8 @@ needs report Ready), ``Submitted`` (the service accepted the run id) and ``Succe
 while pending or running; True with the answer; False with the reason). A run that ran and
 failed has a :class:`~lemon.engine.results.FailureKind`, set where it happened and carried by
 the service; :data:`FAILURE_REASONS` is the one table from a kind to the reason
-(``DeadlineExceeded``, ``TierUnavailable``, ``AgentFailed``, ``Cancelled``, ``SpecInvalid``); a
+(``DeadlineExceeded``, ``TierUnavailable``, ``AgentFailed``, ``Cancelled``, ``SpecInvalid``,
+``Interrupted``); a
 run the service failed without a kind is ``ServiceError``. Runs the operator itself fails have
 the reason of what stopped them (``Invalid``, ``SpecInvalid``, ``TierNotInProfile``,
 ``Rejected``, ``ServiceLostRun``).

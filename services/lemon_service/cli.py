@@ -60,6 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if args.tls_cert
             else None,
             metrics_port=args.metrics_port,
+            run_journal=args.run_journal,
             limits=Limits(
                 max_concurrency=args.max_concurrency,
                 max_waiting=args.max_waiting,
@@ -136,6 +137,14 @@ def register_serve(sub: Any) -> None:
         help="how long a finished SubmitRun run stays readable (GetRun)",
     )
     p.add_argument("--max-runs", type=int, default=d.max_runs, help="runs held by id")
+    p.add_argument(
+        "--run-journal",
+        type=Path,
+        metavar="PATH",
+        default=os.environ.get("LEMON_RUN_JOURNAL") or None,
+        help="keep SubmitRun's runs in this SQLite file, so a restarted server answers them "
+        "and starts none twice (default: $LEMON_RUN_JOURNAL, else in memory only)",
+    )
     add_policy_options(p)  # the same --policy flags as lemon run: who writes Orchestrate's specs
     p.set_defaults(handler=cmd_serve)
 

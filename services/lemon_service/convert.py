@@ -26,6 +26,7 @@ from lemon_service.run_store import (
     RunPhase,
     RunRecord,
     Submission,
+    bound_lines,
     bounded_trace,
 )
 from lemon_service.status_codes import BadRequest
@@ -34,6 +35,8 @@ __all__ = [
     "agent_report",
     "failure_kind",
     "issue",
+    "journaled_submission",
+    "response_bytes",
     "run_event",
     "run_request",
     "run_response",
@@ -213,7 +216,21 @@ def submission(request: pb.SubmitRunRequest, *, dispatcher: Dispatcher) -> Submi
         policy=policy,
         policy_name=request.policy.name,
         deadline_s=request.deadline_s,
+        wire=what.SerializeToString(deterministic=True),
     )
+
+
+def journaled_submission(wire: bytes, *, dispatcher: Dispatcher) -> Submission:
+    """A journaled request (:attr:`Submission.wire`) checked again, as after a restart."""
+    return submission(pb.SubmitRunRequest.FromString(wire), dispatcher=dispatcher)
+
+
+def response_bytes(record: RunRecord) -> bytes:
+    """A finished run's result as the journal keeps it (a serialized ``RunResponse``)."""
+    if record.result is None:
+        return record.response
+    wire: bytes = run_response(record.result, request_id=record.run_id).SerializeToString()
+    return wire
 
 
 def run_state(
@@ -230,7 +247,12 @@ def run_state(
     )
     if record.result is not None:
         state.result.CopyFrom(run_response(record.result, request_id=record.run_id))
+    elif record.response:  # read back from the run journal after a restart
+        state.result.ParseFromString(record.response)
     if trace_bytes is not None:
         limit = trace_bytes or DEFAULT_TRACE_BYTES
-        state.trace.extend(bounded_trace(record.trace.events, max_bytes=limit))
+        if record.stored_trace:
+            state.trace.extend(bound_lines(record.stored_trace, max_bytes=limit))
+        else:
+            state.trace.extend(bounded_trace(record.trace.events, max_bytes=limit))
     return state

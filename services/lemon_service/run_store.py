@@ -8,9 +8,21 @@ submit a ``LemonRun`` again after a restart without running it twice. Admission 
 the run is submitted (RESOURCE_EXHAUSTED when full: nothing is recorded, so a later submit can
 succeed); a run then waits for an execution slot like any other call.
 
-State lives in memory: finished runs are kept ``retention_s`` and at most ``max_runs`` runs in
-all (the oldest finished ones go first). A restarted server knows no run; a client that finds
-its run gone (NOT_FOUND) must not assume it never ran.
+With a run journal (:mod:`lemon_service.run_journal`, ``lemon serve --run-journal``) that holds
+across restarts of the server too. What a client may rely on:
+
+- a run id ``SubmitRun`` answered (or may have answered, the reply lost) is known to every later
+  server on the same journal until it expires (``retention_s`` after it finished);
+- no run's agents are started twice: a run the server was killed before starting (``queued``)
+  is started by the next server, once; one it was killed while running ends ``failed`` with
+  failure kind ``interrupted`` and is not started again (its calls may have reached the tiers);
+- a finished run reads back as it finished (phase, error, failure kind, result, trace);
+- a server stopping gracefully (SIGTERM) cancels its running runs (``cancelled``) and leaves
+  its queued ones to the next server.
+
+Without a journal, state lives in memory: a restarted server knows no run, and a client that
+finds its run gone (NOT_FOUND) must not assume it never ran. Either way, finished runs are kept
+``retention_s`` and at most ``max_runs`` runs in all (the oldest finished ones go first).
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -29,7 +41,9 @@ from lemon.orchestration import TaskRun
 from lemon.spec.models import Capacity
 from lemon_service.dispatch import Dispatcher, RunRequest, Ticket
 from lemon_service.endpoints import Endpoint, EndpointPool, run_policy
+from lemon_service.run_journal import JournalEntry, JournalError, RunJournal
 from lemon_service.status_codes import (
+    JournalUnavailable,
     LimitExceeded,
     RunConflict,
     RunNotFound,
@@ -39,10 +53,12 @@ from lemon_service.status_codes import (
 
 __all__ = [
     "DEFAULT_TRACE_BYTES",
+    "INTERRUPTED",
     "RunPhase",
     "RunRecord",
     "RunStore",
     "Submission",
+    "bound_lines",
     "bounded_trace",
 ]
 
@@ -80,6 +96,14 @@ class Submission:
     policy: Endpoint | None = None
     policy_name: str = ""
     deadline_s: float = 0.0
+    wire: bytes = b""
+    """The request's wire bytes (the journal keeps them, to start a queued run after a restart)."""
+
+
+INTERRUPTED = (
+    "the server stopped while this run was running (killed or restarted); its agents' calls "
+    "may have reached the tiers, so it is not run again"
+)
 
 
 @dataclass(slots=True)
@@ -97,6 +121,11 @@ class RunRecord:
     finished: float | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    response: bytes = b""
+    """A run read back from the journal: its ``lemon.v1.RunResponse``, serialized (``result``
+    is None then: the engine's result lived in the server that ran it)."""
+    stored_trace: tuple[str, ...] = ()
+    """A run read back from the journal: its trace's JSONL lines, as bounded when it finished."""
 
     def finish(
         self, phase: RunPhase, *, error: str = "", failure: FailureKind | None = None
@@ -134,11 +163,15 @@ def bounded_trace(events: Sequence[Event], *, max_bytes: int) -> list[str]:
                 cut[key] = value[:_OUTPUT_CHARS] + f"… [{len(value) - _OUTPUT_CHARS} more]"
         return json.dumps(cut, ensure_ascii=False)
 
-    lines = [line(event) for event in events]
+    return bound_lines([line(event) for event in events], max_bytes=max_bytes)
+
+
+def bound_lines(lines: Sequence[str], *, max_bytes: int) -> list[str]:
+    """Trace lines within ``max_bytes`` (:func:`bounded_trace`'s cut, on lines already cut)."""
     size = sum(len(text.encode()) + 1 for text in lines)
     if size <= max_bytes:
-        return lines
-    tail = lines[-1:] if lines else []
+        return list(lines)
+    tail = list(lines[-1:])
     budget = max_bytes - sum(len(text.encode()) + 1 for text in tail) - 120
     kept: list[str] = []
     for text in lines[:-1]:
@@ -148,21 +181,41 @@ def bounded_trace(events: Sequence[Event], *, max_bytes: int) -> list[str]:
         kept.append(text)
         budget -= cost
     left_out = len(lines) - len(kept) - len(tail)
-    truncated = TraceTruncated(left_out=left_out, limit_bytes=max_bytes, t=events[-1].t)
+    try:
+        t = float(json.loads(tail[0]).get("t", 0.0)) if tail else 0.0
+    except (ValueError, AttributeError):
+        t = 0.0
+    truncated = TraceTruncated(left_out=left_out, limit_bytes=max_bytes, t=t)
     return [*kept, json.dumps(encode_event(truncated)), *tail]
+
+
+ResponseEncoder = Callable[[RunRecord], bytes]
+"""A finished run's ``lemon.v1.RunResponse`` as bytes (:func:`lemon_service.convert`)."""
+SubmissionDecoder = Callable[[bytes], Submission]
+"""A journaled request's wire bytes as a checked :class:`Submission` again."""
 
 
 class RunStore:
     """The server's runs by id (see the module's docstring for the guarantees)."""
 
     def __init__(
-        self, dispatcher: Dispatcher, *, pool: EndpointPool, retention_s: float, max_runs: int
+        self,
+        dispatcher: Dispatcher,
+        *,
+        pool: EndpointPool,
+        retention_s: float,
+        max_runs: int,
+        journal: RunJournal | None = None,
+        encode: ResponseEncoder | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.pool = pool
         self.retention_s = retention_s
         self.max_runs = max_runs
+        self.journal = journal
+        self._encode = encode
         self._runs: dict[str, RunRecord] = {}
+        self._closing = False
 
     def submit(self, submission: Submission) -> tuple[RunRecord, bool]:
         """The run with this id, started now if new; ``True`` when this call created it."""
@@ -179,16 +232,94 @@ class RunStore:
             raise LimitExceeded(f"server holds {len(self._runs)} runs (limit {self.max_runs})")
         ticket = self.dispatcher.admission.admit()  # LimitExceeded: nothing recorded
         record = RunRecord(submission.run_id, submission.source, submission.fingerprint)
+        if self.journal is not None:
+            try:  # on disk before the answer leaves: a run the journal lacks was never accepted
+                self.journal.accepted(
+                    record.run_id,
+                    source=record.source,
+                    fingerprint=record.fingerprint,
+                    request=submission.wire,
+                    at=time.time(),
+                )
+            except JournalError as exc:
+                ticket.close()
+                raise JournalUnavailable(str(exc)) from None
+        self._start(record, submission, ticket)
+        log.info("run %s (%s): accepted", record.run_id, record.source)
+        return record, True
+
+    def _start(self, record: RunRecord, submission: Submission, ticket: Ticket) -> None:
         self._runs[record.run_id] = record
         record.task = asyncio.get_running_loop().create_task(
             self._execute(record, submission, ticket), name=f"run {record.run_id}"
         )
-        log.info("run %s (%s): accepted", record.run_id, record.source)
-        return record, True
+
+    def recover(self, decode: SubmissionDecoder) -> dict[str, int]:
+        """Read the journal back (a server starting): finished runs answer as they finished,
+        queued ones start now (they called nothing), running ones fail as ``interrupted``.
+        Returns how many of each; call on the server's event loop, before it serves."""
+        counts = {"finished": 0, "resumed": 0, "interrupted": 0}
+        if self.journal is None:
+            return counts
+        now, wall = time.monotonic(), time.time()
+        for entry in self.journal.entries():
+            record = _record_of(entry, now=now, wall=wall)
+            self._runs[record.run_id] = record
+            if entry.phase in {p.value for p in FINISHED}:
+                counts["finished"] += 1
+            elif entry.phase == RunPhase.QUEUED:
+                counts["resumed"] += 1
+                self._resume(record, entry, decode)
+            else:
+                counts["interrupted"] += 1
+                record.finish(RunPhase.FAILED, error=INTERRUPTED, failure=FailureKind.INTERRUPTED)
+                self._journal_finish(record)
+                log.info("run %s (%s): %s", record.run_id, record.source, INTERRUPTED)
+        self._expire()
+        return counts
+
+    def _resume(self, record: RunRecord, entry: JournalEntry, decode: SubmissionDecoder) -> None:
+        try:
+            submission = decode(entry.request)
+            ticket = self.dispatcher.admission.admit()
+        except Exception as exc:
+            code, message = status_for(exc)
+            record.finish(
+                RunPhase.FAILED,
+                error=f"accepted before a restart, cannot start after it: {code.name}: {message}",
+                failure=exception_failure(exc),
+            )
+            self._journal_finish(record)
+            return
+        log.info("run %s (%s): accepted before a restart, starting", record.run_id, record.source)
+        self._start(record, submission, ticket)
+
+    def _journal_finish(self, record: RunRecord) -> None:
+        if self.journal is None:
+            return
+        response = record.response
+        if record.result is not None and self._encode is not None:
+            response = self._encode(record)
+        trace = record.stored_trace or bounded_trace(
+            record.trace.events, max_bytes=DEFAULT_TRACE_BYTES
+        )
+        try:
+            self.journal.finished(
+                record.run_id,
+                phase=record.phase.value,
+                error=record.error,
+                failure=record.failure.value if record.failure is not None else None,
+                response=response,
+                trace=trace,
+            )
+        except JournalError as exc:  # the run itself is done; its reader sees it until restart
+            log.error("run %s (%s): %s", record.run_id, record.source, exc)
 
     async def _execute(self, record: RunRecord, submission: Submission, ticket: Ticket) -> None:
         try:
             async with ticket:
+                if self.journal is not None:  # before the first call: queued means untouched
+                    self.journal.running(record.run_id)
                 record.phase = RunPhase.RUNNING
                 log.info("run %s (%s): started", record.run_id, record.source)
                 result = await self._run(record, submission)
@@ -199,17 +330,26 @@ class RunStore:
                 record.finish(RunPhase.FAILED, error=_failure(result), failure=result.failure)
         except asyncio.CancelledError:
             ticket.close()
+            # the server stopping (not CancelRun) before the run started: it stays queued in
+            # the journal, for the next server to start
+            left_queued = self._closing and record.phase is RunPhase.QUEUED and not record.error
             record.finish(
                 RunPhase.CANCELLED,
-                error=record.error or "cancelled",
+                error=record.error or "cancelled: the server stopped",
                 failure=FailureKind.CANCELLED,
             )
+            if left_queued and self.journal is not None:
+                log.info(
+                    "run %s (%s): left queued for the next server", record.run_id, record.source
+                )
+                return
         except Exception as exc:
             ticket.close()
             code, message = status_for(exc)
             record.finish(
                 RunPhase.FAILED, error=f"{code.name}: {message}", failure=exception_failure(exc)
             )
+        self._journal_finish(record)
         log.info("run %s (%s): %s %s", record.run_id, record.source, record.phase, record.error)
 
     async def _run(self, record: RunRecord, submission: Submission) -> TaskRun:
@@ -239,9 +379,18 @@ class RunStore:
             key=lambda r: r.finished or 0.0,
         )
         excess = len(self._runs) - self.max_runs + 1
-        for index, record in enumerate(finished):
-            if index < excess or now - (record.finished or now) > self.retention_s:
-                del self._runs[record.run_id]
+        gone = [
+            record.run_id
+            for index, record in enumerate(finished)
+            if index < excess or now - (record.finished or now) > self.retention_s
+        ]
+        for run_id in gone:
+            del self._runs[run_id]
+        if self.journal is not None and gone:
+            try:
+                self.journal.forget(gone)
+            except JournalError as exc:
+                log.error("%s", exc)
 
     def records(self) -> list[RunRecord]:
         """Every run kept now (the web view lists them; read from its HTTP threads)."""
@@ -274,8 +423,32 @@ class RunStore:
         return record
 
     async def aclose(self) -> None:
-        """Cancel what still runs (the server is stopping)."""
+        """Cancel what still runs (the server is stopping): running runs end ``cancelled``;
+        with a journal, queued ones stay queued there for the next server."""
+        self._closing = True
         running = [r.task for r in self._runs.values() if r.task is not None and not r.task.done()]
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        if self.journal is not None:
+            self.journal.close()
+
+
+def _record_of(entry: JournalEntry, *, now: float, wall: float) -> RunRecord:
+    """A journaled run as a record (its monotonic times from the wall-clock ones)."""
+    record = RunRecord(
+        entry.run_id,
+        entry.source,
+        entry.fingerprint,
+        accepted=now - max(0.0, wall - entry.accepted_at),
+    )
+    finished = {p.value: p for p in FINISHED}.get(entry.phase)
+    if finished is not None:
+        record.phase = finished
+        record.error = entry.error
+        record.failure = FailureKind(entry.failure) if entry.failure else None
+        record.response = entry.response
+        record.stored_trace = entry.trace
+        record.finished = now - max(0.0, wall - (entry.finished_at or wall))
+        record.done.set()
+    return record

@@ -7,6 +7,7 @@ Built once per process: the tiers' backends are created at start and closed at s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import sys
@@ -21,11 +22,12 @@ from lemon import telemetry
 from lemon.orchestration import profile_note
 from lemon.policy.inference import SpecPolicy
 from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
-from lemon_service import web
+from lemon_service import convert, web
 from lemon_service.auth import BearerTokenInterceptor
 from lemon_service.dispatch import Dispatcher
 from lemon_service.endpoints import EndpointPool
 from lemon_service.metrics import ObservingInterceptor, ServiceMetrics
+from lemon_service.run_journal import JournalError, RunJournal
 from lemon_service.run_store import RunStore
 from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
 from lemon_service.settings import ServerConfig, SettingsError
@@ -83,11 +85,19 @@ class Server:
             ],
         )
         self.pool = EndpointPool()
+        journal = None
+        if config.run_journal is not None:
+            try:
+                journal = RunJournal(config.run_journal)
+            except JournalError as exc:
+                raise SettingsError(f"--run-journal: {exc}") from None
         self.runs = RunStore(
             self.dispatcher,
             pool=self.pool,
             retention_s=limits.run_retention_s,
             max_runs=limits.max_runs,
+            journal=journal,
+            encode=convert.response_bytes,
         )
         servicer = OrchestratorServicer(self.dispatcher, runs=self.runs)
         pb_grpc.add_OrchestratorServicer_to_server(servicer, self.grpc)  # type: ignore[no-untyped-call]
@@ -111,6 +121,18 @@ class Server:
             raise SettingsError(f"cannot listen on {address}")
 
     async def start(self) -> None:
+        if self.runs.journal is not None:  # before serving: a resubmit must find its run
+            counts = self.runs.recover(
+                functools.partial(convert.journaled_submission, dispatcher=self.dispatcher)
+            )
+            log.info(
+                "run journal %s: %d finished runs read back, %d queued runs started, "
+                "%d interrupted runs failed",
+                self.runs.journal.path,
+                counts["finished"],
+                counts["resumed"],
+                counts["interrupted"],
+            )
         if self.config.metrics_port is not None:
             try:
                 self.metrics_port = self.metrics.serve(

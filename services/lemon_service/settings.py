@@ -101,6 +101,9 @@ class ServerConfig(BaseModel):
     limits: Limits = Limits()
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     """Serve Prometheus metrics (``GET /metrics``) on this port of ``host``; None: off."""
+    run_journal: Path | None = None
+    """SubmitRun's runs on disk (:mod:`lemon_service.run_journal`), read back at start so a
+    restarted server answers them and runs none twice; None: runs live in memory only."""
 
     @model_validator(mode="after")
     def _token_shape(self) -> ServerConfig:

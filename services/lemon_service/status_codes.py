@@ -19,6 +19,7 @@ from lemon.spec.issues import SpecError
 __all__ = [
     "STATUS_TABLE",
     "BadRequest",
+    "JournalUnavailable",
     "LimitExceeded",
     "RunConflict",
     "RunDeadline",
@@ -59,6 +60,10 @@ class RunConflict(ServiceError):
     """SubmitRun reused a run id with a different request."""
 
 
+class JournalUnavailable(ServiceError):
+    """The run journal could not record a new run, so it was not started (retry later)."""
+
+
 STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (SpecError, grpc.StatusCode.INVALID_ARGUMENT),
     (BadRequest, grpc.StatusCode.INVALID_ARGUMENT),
@@ -69,6 +74,7 @@ STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
     (RunNotFound, grpc.StatusCode.NOT_FOUND),
     (RunConflict, grpc.StatusCode.ALREADY_EXISTS),
+    (JournalUnavailable, grpc.StatusCode.UNAVAILABLE),
 )
 """First match wins; anything else is INTERNAL (and logged by the server)."""
 

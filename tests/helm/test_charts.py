@@ -258,6 +258,29 @@ def test_service_with_token_and_tls_mounts_its_secrets_and_probes_tcp() -> None:
     assert one(objects, "Service", "r-lemon-service")["spec"]["type"] == "LoadBalancer"
 
 
+def test_service_journals_its_runs_on_a_volume_that_outlives_the_container() -> None:
+    def service(*sets: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        deployment = one(render(APP, sets=sets), "Deployment", "r-lemon-service")
+        (container,) = _containers(deployment)
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        return deployment, container, volumes
+
+    journal = "--run-journal=/var/lib/lemon/runs/runs.sqlite"
+    deployment, container, volumes = service()  # default: an emptyDir (container restarts)
+    assert journal in container["args"]
+    assert {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["runs"] == (
+        "/var/lib/lemon/runs"
+    )
+    assert volumes["runs"] == {"name": "runs", "emptyDir": {"sizeLimit": "1Gi"}}
+    assert "strategy" not in deployment["spec"]
+    deployment, container, volumes = service("service.runJournal.existingClaim=lemon-runs")
+    assert volumes["runs"]["persistentVolumeClaim"] == {"claimName": "lemon-runs"}
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # one process per journal
+    deployment, container, volumes = service("service.runJournal.enabled=false")
+    assert journal not in container["args"]
+    assert "runs" not in volumes
+
+
 def test_service_endpoints_point_at_the_profiles_inference_services() -> None:
     def env(objects: list[dict[str, Any]]) -> dict[str, str]:
         (container,) = _containers(one(objects, "Deployment", "r-lemon-service"))

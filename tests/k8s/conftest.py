@@ -213,10 +213,13 @@ class Operator:
 @pytest.fixture(scope="session")
 def orchestration_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     """``lemon serve`` as a real process: the service the operator hands LemonRuns to. Its own
-    profile is the scripted test double, which no LemonRun uses: runs bring their tiers."""
+    profile is the scripted test double, which no LemonRun uses: runs bring their tiers. Its runs
+    are journaled, as the Helm chart's are, so a test may kill and restart it."""
+    logs = tmp_path_factory.mktemp("orchestration")
     server = ServeProcess(
         "--profile", "scripted", "--max-concurrency", "128", "--max-waiting", "128",
-        log_dir=tmp_path_factory.mktemp("orchestration"),
+        "--run-journal", str(logs / "runs.sqlite"),
+        log_dir=logs,
     )  # fmt: skip
     yield server
     server.stop()

@@ -414,6 +414,50 @@ def test_operator_killed_before_it_recorded_running_resubmits_and_the_service_ru
     assert f"run {uid} was already on the service: re-attached" in cluster.operator.log_text()
 
 
+@pytest.mark.parametrize("slow_tier", [8.0], indirect=True)
+def test_service_killed_before_running_then_restarted_ends_the_run_once(
+    cluster: Cluster, slow_tier: OpenAIServer
+) -> None:
+    """Killed while the operator's submit still waits (no Running yet): the operator submits
+    again to the restarted service, which answers from its journal: interrupted, not rerun."""
+    serve_profile(cluster, {"small": slow_tier, "medium": slow_tier})
+    cluster.apply(run_manifest("unlucky", {"spec": ONE_AGENT}))
+    cluster.wait(lambda: slow_tier.count("start") == 1, what="the agent's call at the tier")
+    cluster.service.kill()  # the submit is still waiting for the run: no Running yet
+    try:
+        assert cluster.phase("unlucky") is None
+    finally:
+        cluster.service.restart()
+    run = cluster.wait_phase("unlucky", "Failed", timeout=120)
+    assert condition(run, "Succeeded")["reason"] == "Interrupted"
+    assert "not run again" in run["status"]["message"]
+    uid = run["metadata"]["uid"]
+    assert cluster.executions(uid) == 1
+    time.sleep(1.0)  # a second execution would have reached the tier by now
+    assert slow_tier.count("start") == 1  # the spec's one call, never repeated
+    assert f"run {uid} was already on the service: re-attached" in cluster.operator.log_text()
+
+
+@pytest.mark.parametrize("slow_tier", [8.0], indirect=True)
+def test_service_killed_mid_run_then_restarted_ends_the_run_once(
+    cluster: Cluster, slow_tier: OpenAIServer
+) -> None:
+    """Killed after Running: the operator's GetRun finds the run in the restarted service's
+    journal, failed as interrupted (without a journal it would be ServiceLostRun)."""
+    serve_profile(cluster, {"small": slow_tier, "medium": slow_tier})
+    cluster.apply(run_manifest("cut-short", {"spec": ONE_AGENT}))
+    cluster.wait_phase("cut-short", "Running")
+    cluster.service.restart()  # SIGKILL, then a new process on the same port and journal
+    run = cluster.wait_phase("cut-short", "Failed", timeout=120)
+    assert condition(run, "Succeeded")["reason"] == "Interrupted"
+    uid = run["metadata"]["uid"]
+    assert cluster.executions(uid) == 1
+    time.sleep(1.0)
+    assert slow_tier.count("start") == 1
+    log = cluster.operator.log_text()
+    assert log.count(f"run {uid} submitted") == 1
+
+
 POLICY_SPEC = """agents:
 - name: solver
   role: math_solver

@@ -64,19 +64,36 @@ class ServeProcess:
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.log = log_dir / f"serve-{self.port}.log"
+        self.args, self.tls, self.env = args, tls, env
+        self.log.write_text("")
+        self._launch()
+
+    def _launch(self) -> None:
+        """Start ``lemon serve`` on this object's port (its log appended to)."""
         self.process = subprocess.Popen(
-            [str(LEMON), "serve", "--port", str(self.port), *args],
+            [str(LEMON), "serve", "--port", str(self.port), *self.args],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
-            stderr=self.log.open("w"),
-            env={**os.environ, **(env or {})},
+            stderr=self.log.open("a"),
+            env={**os.environ, **(self.env or {})},
         )
         deadline = time.monotonic() + STARTUP_S
-        while not _serving(self.target, tls=tls):
+        while not _serving(self.target, tls=self.tls):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"lemon serve did not start:\n{self.log.read_text()}")
             time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no shutdown handler (a crash, an OOM kill)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self) -> None:
+        """Killed, then started again on the same port with the same arguments."""
+        self.kill()
+        self._launch()
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -17,6 +17,7 @@ class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILURE_KIND_CANCELLED: _ClassVar[FailureKind]
     FAILURE_KIND_INVALID_SPEC: _ClassVar[FailureKind]
     FAILURE_KIND_NOT_IN_TABLE: _ClassVar[FailureKind]
+    FAILURE_KIND_INTERRUPTED: _ClassVar[FailureKind]
 FAILURE_KIND_UNSPECIFIED: FailureKind
 FAILURE_KIND_DEADLINE: FailureKind
 FAILURE_KIND_TIER_UNAVAILABLE: FailureKind
@@ -25,6 +26,7 @@ FAILURE_KIND_DEPENDENCY: FailureKind
 FAILURE_KIND_CANCELLED: FailureKind
 FAILURE_KIND_INVALID_SPEC: FailureKind
 FAILURE_KIND_NOT_IN_TABLE: FailureKind
+FAILURE_KIND_INTERRUPTED: FailureKind
 
 class RunOptions(_message.Message):
     __slots__ = ("max_tokens", "seed", "template")

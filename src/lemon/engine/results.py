@@ -41,6 +41,10 @@ class FailureKind(StrEnum):
     NOT_IN_TABLE = "not_in_table"
     """A worker call an outcome table was asked for and does not hold, with no model behind it
     (:mod:`lemon.tables.replay`)."""
+    INTERRUPTED = "interrupted"
+    """The server running it stopped while it ran (killed, or restarted): its agents' calls may
+    have reached the tiers, so it is not run again (runs only; see
+    :mod:`lemon_service.run_journal`)."""
 
 
 @dataclass(slots=True)
