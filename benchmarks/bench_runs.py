@@ -24,6 +24,18 @@ Reported:
   and ``ratio`` = ``burst_s / grpc_burst_s`` (what the Kubernetes path costs over the bare
   service).
 
+With ``--faults ROUNDS`` (after the fault-free burst, and beside it) the service keeps a run
+journal and each of ROUNDS more bursts of ``--runs`` runs has the service and, separately, the
+operator SIGKILLed at random moments (uniform over the fault-free burst's length; ``--seed``)
+and started again at once. Each run's task carries a ``[run NAME]`` tag and the tier logs every
+call's tag and a digest of its messages, so duplicates are counted where the calls land:
+``faults.duplicated`` is the runs any of whose calls reached the tier twice (``repeat_calls``
+the repeats), ``faults.lost`` the runs that never finished, ``faults.failed`` the runs that
+ended Failed, by reason (a run the service was killed while running ends ``Interrupted``: at
+most once, never twice), and ``faults.p99_overhead_s`` that of the runs that succeeded.
+``--no-journal`` runs the service without its journal: the control, in which a restarted
+service forgets its runs and the operator's resubmits can run one twice.
+
 Run: ``lemon bench runs --json`` (``--out FILE`` also writes the JSON object to FILE).
 """
 
@@ -33,6 +45,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -42,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -117,25 +131,38 @@ async def _health(target: str) -> bool:
 
 
 class Processes:
-    """The scripted tier, the service and the operator, as subprocesses logging to ``work``."""
+    """The scripted tier, the service and the operator, as subprocesses logging to ``work``;
+    each can be SIGKILLed and started again with the same command (its log appended to)."""
 
     def __init__(self, work: Path) -> None:
         self.work = work
-        self.procs: list[subprocess.Popen[Any]] = []
+        self.procs: dict[str, subprocess.Popen[Any]] = {}
+        self._commands: dict[str, tuple[list[str], dict[str, str]]] = {}
 
     def spawn(self, name: str, command: list[str], *, env: dict[str, str] | None = None) -> Path:
         log = self.work / f"{name}.log"
-        with log.open("wb") as sink:
-            self.procs.append(
-                subprocess.Popen(
-                    command, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                )
+        self._commands[name] = (command, env or {})
+        with log.open("ab") as sink:
+            self.procs[name] = subprocess.Popen(
+                command, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )  # fmt: skip
         return log
 
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def restart(self, name: str) -> None:
+        """SIGKILL, then the same command again at once."""
+        self.kill(name)
+        command, env = self._commands[name]
+        self.spawn(name, command, env=env)
+
     def stop(self) -> None:
-        for proc in reversed(self.procs):
+        for proc in reversed(list(self.procs.values())):
             if proc.poll() is None:
                 proc.terminate()
                 try:
@@ -170,8 +197,11 @@ class Cluster:
             time.sleep(0.2)
         raise RuntimeError("the profile's small tier never became ready")
 
-    def burst(self, count: int, *, agents: int, prefix: str) -> dict[str, Any]:
-        """Create ``count`` runs at once; per run: the create time and the Succeeded time."""
+    def burst(
+        self, count: int, *, agents: int, prefix: str, timeout: float = 610.0
+    ) -> dict[str, Any]:
+        """Create ``count`` runs at once; per run: the create time and the Succeeded time. Each
+        run's task carries its ``[run NAME]`` tag (the tier logs it with each call)."""
         names = [f"{prefix}-{i}" for i in range(count)]
         created: dict[str, float] = {}
         finished: dict[str, float] = {}
@@ -202,7 +232,7 @@ class Cluster:
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "LemonRun",
                 "metadata": {"name": name, "namespace": NAMESPACE},
-                "spec": {"task": TASK, "spec": _spec(agents)},
+                "spec": {"task": f"{TASK} [run {name}]", "spec": _spec(agents)},
             }
             created[name] = time.perf_counter()
             self.custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, body)
@@ -212,11 +242,19 @@ class Cluster:
         time.sleep(0.5)  # the watch is open before the first create
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(create, names))
-        done.wait(610)
+        done.wait(timeout)
         overhead = []
         walls = []
+        reasons: Counter[str] = Counter()
         for name, end in finished.items():
             wall = float((objects[name].get("status") or {}).get("wallSeconds") or 0.0)
+            if name in failed:
+                conditions = (objects[name].get("status") or {}).get("conditions") or []
+                reason = next(
+                    (c.get("reason") for c in conditions if c.get("type") == "Succeeded"), None
+                )
+                reasons[reason or "?"] += 1
+                continue
             walls.append(wall)
             overhead.append(end - created[name] - wall)
         return {
@@ -226,6 +264,8 @@ class Cluster:
             "walls": walls,
             "lost": count - len(finished),
             "failed": len(failed),
+            "reasons": dict(reasons),
+            "names": names,
             "uids": [obj["metadata"]["uid"] for obj in objects.values()],
             "created": created,
             "finished": finished,
@@ -267,7 +307,118 @@ async def _grpc_burst(target: str, *, count: int, agents: int, tier_url: str) ->
     return {"burst_s": max(finished) - started, "overhead": overhead, "lost": lost}
 
 
-def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
+def _wait_serving(target: str, procs: Processes) -> None:
+    deadline = time.monotonic() + 60
+    while not asyncio.run(_health(target)):
+        if time.monotonic() > deadline or procs.procs["service"].poll() is not None:
+            raise RuntimeError("lemon serve did not start")
+        time.sleep(0.2)
+
+
+def _calls(log: Path) -> Counter[tuple[str, str]]:
+    """The tier's calls by (run tag, messages digest) (``--log-calls`` lines)."""
+    calls: Counter[tuple[str, str]] = Counter()
+    for line in log.read_text().splitlines():
+        if line.startswith("call "):
+            _, tag, digest, _number = line.split()
+            calls[(tag, digest)] += 1
+    return calls
+
+
+def _kill_at(
+    procs: Processes, name: str, moment: float, target: str, killed: dict[str, float]
+) -> None:
+    """SIGKILL ``name`` at ``moment`` (perf_counter) and start it again at once."""
+    time.sleep(max(0.0, moment - time.perf_counter()))
+    killed[name] = time.perf_counter()
+    procs.restart(name)
+    if name == "service":
+        _wait_serving(target, procs)
+
+
+def _fault_rounds(
+    cluster: Cluster,
+    procs: Processes,
+    *,
+    target: str,
+    tier_log: Path,
+    rounds: int,
+    runs: int,
+    agents: int,
+    span_s: float,
+    seed: int,
+) -> dict[str, Any]:
+    """``rounds`` bursts, each with the service and the operator SIGKILLed (and restarted at
+    once) at independent random moments in ``[0.1, 0.9] × span_s`` after the first create."""
+    rng = random.Random(seed)
+    per_round = []
+    overhead: list[float] = []
+    reasons: Counter[str] = Counter()
+    lost = failed = 0
+    names: list[str] = []
+    for index in range(rounds):
+        kills = {name: rng.uniform(0.1, 0.9) * span_s for name in ("service", "operator")}
+        killed: dict[str, float] = {}
+
+        t0 = time.perf_counter() + 0.5  # the burst's first create, after its watch opens
+        threads = [
+            threading.Thread(
+                target=_kill_at, args=(procs, name, t0 + at, target, killed), daemon=True
+            )
+            for name, at in kills.items()
+        ]
+        for thread in threads:
+            thread.start()
+        measured = cluster.burst(runs, agents=agents, prefix=f"fault{index}", timeout=300)
+        for thread in threads:
+            thread.join(timeout=120)
+        overhead += measured["overhead"]
+        reasons.update(measured["reasons"])
+        lost += measured["lost"]
+        failed += measured["failed"]
+        names += measured["names"]
+        per_round.append(
+            {
+                "killed_at_s": {name: round(at - t0, 2) for name, at in killed.items()},
+                "burst_s": round(measured["last_finish"] - measured["first_create"], 3),
+                "lost": measured["lost"],
+                "failed": measured["failed"],
+                "reasons": measured["reasons"],
+            }
+        )
+    calls = _calls(tier_log)
+    ours = dict.fromkeys(names, 0)
+    repeats = dict.fromkeys(names, 0)
+    for (tag, _digest), count in calls.items():
+        if tag in ours:
+            ours[tag] += 1
+            repeats[tag] += count - 1
+    return {
+        "rounds": rounds,
+        "runs": rounds * runs,
+        "seed": seed,
+        "lost": lost,
+        "duplicated": sum(1 for count in repeats.values() if count),
+        "repeat_calls": sum(repeats.values()),
+        "distinct_tier_calls": sum(ours.values()),
+        "expected_tier_calls_at_most": rounds * runs * agents,
+        "failed": failed,
+        "failed_reasons": dict(reasons),
+        "p50_overhead_s": round(statistics.median(overhead), 3) if overhead else None,
+        "p99_overhead_s": round(_quantile(overhead, 0.99), 3) if overhead else None,
+        "per_round": per_round,
+    }
+
+
+def run(
+    *,
+    runs: int,
+    agents: int,
+    latency: float,
+    faults: int = 0,
+    seed: int = 0,
+    journal: bool = True,
+) -> dict[str, Any]:
     plane = ControlPlane(ensure_binaries())
     bin_dir = Path(sys.executable).parent
     ensure_tools(bin_dir=bin_dir)
@@ -290,19 +441,16 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
         tier_log.touch()
         logs["tier"] = procs.spawn("tier", [
             sys.executable, "-m", "tests.service.openai_server", "--port", str(tier_port),
-            "--latency", str(latency), "--log", str(tier_log),
+            "--latency", str(latency), "--log", str(tier_log), "--log-calls",
         ])  # fmt: skip
-        _wait_http(tier_port, procs.procs[-1], what="the scripted tier")
+        _wait_http(tier_port, procs.procs["tier"], what="the scripted tier")
         target = f"127.0.0.1:{service_port}"
         logs["service"] = procs.spawn("service", [
             str(bin_dir / "lemon"), "serve", "--port", str(service_port), "--profile", "scripted",
             "--max-concurrency", str(max(64, runs)), "--max-waiting", str(max(64, runs)),
+            *(("--run-journal", str(work / "runs.sqlite")) if journal else ()),
         ])  # fmt: skip
-        deadline = time.monotonic() + 60
-        while not asyncio.run(_health(target)):
-            if time.monotonic() > deadline or procs.procs[-1].poll() is not None:
-                raise RuntimeError("lemon serve did not start")
-            time.sleep(0.2)
+        _wait_serving(target, procs)
         logs["operator"] = procs.spawn(
             "operator",
             [str(bin_dir / "lemon-operator")],
@@ -321,9 +469,7 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
         pids = {
             "etcd": plane._procs[0].pid,
             "kube-apiserver": plane._procs[1].pid,
-            "tier": procs.procs[0].pid,
-            "service": procs.procs[1].pid,
-            "operator": procs.procs[2].pid,
+            **{name: proc.pid for name, proc in procs.procs.items()},
         }
         calls_before, cpu_before = _tier_calls(tier_log), _cpu(pids)
         requests_before = _api_requests(kubeconfig)
@@ -340,6 +486,13 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
             len(re.findall(rf"run {re.escape(uid)} \(.*\): started", service_log))
             for uid in measured["uids"]
         ]
+        burst_s = measured["last_finish"] - measured["first_create"]
+        faulted = None
+        if faults:
+            faulted = _fault_rounds(
+                cluster, procs, target=target, tier_log=tier_log, rounds=faults, runs=runs,
+                agents=agents, span_s=burst_s, seed=seed,
+            )  # fmt: skip
         direct = asyncio.run(
             _grpc_burst(
                 target, count=runs, agents=agents, tier_url=f"http://127.0.0.1:{tier_port}/v1"
@@ -354,8 +507,7 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
         plane.cleanup()
         shutil.rmtree(work, ignore_errors=True)
     overhead = measured["overhead"]
-    burst_s = measured["last_finish"] - measured["first_create"]
-    return {
+    result = {
         "benchmark": "runs",
         "runs": runs,
         "agents": agents,
@@ -380,6 +532,9 @@ def run(*, runs: int, agents: int, latency: float) -> dict[str, Any]:
         "api_requests_per_run": requests,
         "load_average": [round(value, 2) for value in os.getloadavg()],
     }
+    if faulted is not None:
+        result["faults"] = {"journal": journal, **faulted}
+    return result
 
 
 def _cpu_s(pid: int) -> float:
@@ -426,11 +581,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--agents", type=int, default=3, help="agents per run, in a chain")
     parser.add_argument("--latency", type=float, default=0.05, help="tier seconds per call")
+    parser.add_argument(
+        "--faults",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="then ROUNDS bursts with the service and the operator SIGKILLed at random moments",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the kill moments' seed")
+    parser.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="the service without its run journal (the control: a restart forgets its runs)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     args = parser.parse_args(argv)
     if not 1 <= args.agents <= 64:
         parser.error("--agents: 1 to 64")
-    result = run(runs=args.runs, agents=args.agents, latency=args.latency)
+    if args.faults < 0:
+        parser.error("--faults: 0 or more rounds")
+    result = run(
+        runs=args.runs, agents=args.agents, latency=args.latency, faults=args.faults,
+        seed=args.seed, journal=not args.no_journal,
+    )  # fmt: skip
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if args.json:

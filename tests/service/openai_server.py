@@ -6,21 +6,28 @@ It answers ``/v1/chat/completions`` (and ``/openai/v1/chat/completions``, KServe
 ``--latency`` seconds with ``--answer`` and appends one line per event to ``--log`` (``start N``,
 ``answered N``, ``disconnected N``, and ``traceparent VALUE N`` when the call carried one): the
 tests read it to see that a cancelled gRPC call really drops the server's in-flight HTTP calls
-and starts no new ones, and that traces reach the tier.
+and starts no new ones, and that traces reach the tier. With ``--log-calls`` it also writes
+``call RUN DIGEST N``: the ``[run NAME]`` tag the prompt carries (``-`` if none) and a digest
+of the messages, so a benchmark can count each distinct call a run made, and repeats of one.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 Scope = dict[str, Any]
 
 
-def make_app(*, latency: float, log: Path, answer: str) -> Any:
+_RUN_TAG = re.compile(r"\[run ([\w.:-]+)\]")
+
+
+def make_app(*, latency: float, log: Path, answer: str, log_calls: bool = False) -> Any:
     counter = 0
 
     def note(event: str, number: int) -> None:
@@ -59,6 +66,11 @@ def make_app(*, latency: float, log: Path, answer: str) -> Any:
         if b"traceparent" in headers:  # sent only with tracing on
             note(f"traceparent {headers[b'traceparent'].decode()}", number)
         request = json.loads(body)
+        if log_calls:
+            text = json.dumps(request.get("messages"), sort_keys=True)
+            tag = _RUN_TAG.search(text)
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            note(f"call {tag.group(1) if tag else '-'} {digest}", number)
         sleep = asyncio.ensure_future(asyncio.sleep(latency))
         gone = asyncio.ensure_future(receive())  # completes with http.disconnect if dropped
         done, _ = await asyncio.wait({sleep, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -92,8 +104,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--answer", default="The answer is 42.")
+    parser.add_argument("--log-calls", action="store_true", help="log each call's run and digest")
     args = parser.parse_args()
-    app = make_app(latency=args.latency, log=args.log, answer=args.answer)
+    app = make_app(latency=args.latency, log=args.log, answer=args.answer, log_calls=args.log_calls)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on")
 
 
