@@ -20,6 +20,13 @@ What is timed, and what is not:
   64 callers and the engine on one event loop, one core, while the gRPC side spreads clients and
   server over two processes, so this is not a clean measure of the service's cost.
 
+- ``floor_p50_ms``/``floor_p99_ms``/``floor_rps``: the baseline side by side, a bare grpc.aio
+  server (``--echo-server``: the same proto, no LEMON code) that answers each Orchestrate after
+  sleeping the one-client engine wall time, loaded by the same clients: what this harness's
+  Python client and grpc.aio cost at this concurrency on this machine, the floor under
+  ``p99_ms``. ``server_cpu_ms_per_request`` and ``floor_cpu_ms_per_request``: each server's CPU
+  time over the requests of the loaded phase.
+
 Also reported: ``rps`` (requests answered per second), ``lost`` (request ids never answered) and
 ``duplicated`` (ids answered more than once, or answered with another id). A one-client phase
 first gives the cost without queueing (``one_client_p50_ms``). ghz (a generic load tool built
@@ -191,6 +198,69 @@ async def _engine_only(profiles: Path, *, clients: int, per_client: int) -> dict
     }
 
 
+async def _echo_server(port: int, wall_s: float) -> None:
+    """The floor's server: grpc.aio and the proto, nothing else (``--echo-server PORT WALL``)."""
+    import grpc
+
+    from lemon_api.v1 import orchestrator_pb2 as pb
+    from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
+
+    class Echo(pb_grpc.OrchestratorServicer):  # type: ignore[misc]
+        async def Orchestrate(self, request: Any, context: Any) -> Any:
+            started = time.perf_counter()
+            await asyncio.sleep(wall_s)
+            return pb.RunResponse(
+                request_id=request.request_id,
+                status="succeeded",
+                wall_s=time.perf_counter() - started,
+            )
+
+    server = grpc.aio.server()
+    pb_grpc.add_OrchestratorServicer_to_server(Echo(), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    await server.wait_for_termination()
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _floor(*, wall_s: float, clients: int, per_client: int) -> dict[str, Any]:
+    """The same load against the bare grpc.aio server (a subprocess)."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--echo-server", str(port), str(wall_s)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the floor's echo server did not start") from None
+                time.sleep(0.1)
+        target = f"127.0.0.1:{port}"
+        asyncio.run(_load(target, clients=1, per_client=5))
+        cpu = _cpu_s(process.pid)
+        load = asyncio.run(_load(target, clients=clients, per_client=per_client))
+        cpu = _cpu_s(process.pid) - cpu
+    finally:
+        process.kill()
+        process.wait()
+    return {
+        "floor_p50_ms": load["p50_ms"],
+        "floor_p99_ms": load["p99_ms"],
+        "floor_rps": load["rps"],
+        "floor_cpu_ms_per_request": round(cpu / load["requests"] * 1000, 3),
+    }
+
+
 def _ghz(target: str, *, clients: int, total: int) -> dict[str, Any]:
     ghz = ensure_tool("ghz")
     done = subprocess.run(
@@ -218,6 +288,10 @@ def _ghz(target: str, *, clients: int, total: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--echo-server"]:  # the floor's server, started by _floor
+        asyncio.run(_echo_server(int(argv[1]), float(argv[2])))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--clients", type=int, default=64)
@@ -236,9 +310,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             asyncio.run(server.wait_ready())
             single = asyncio.run(_load(server.target, clients=1, per_client=args.single))
+            cpu = _cpu_s(server.process.pid)
             load = asyncio.run(
                 _load(server.target, clients=args.clients, per_client=args.per_client)
             )
+            server_cpu = _cpu_s(server.process.pid) - cpu
             ghz = (
                 {}
                 if args.no_ghz
@@ -249,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         engine = asyncio.run(
             _engine_only(profiles, clients=args.clients, per_client=args.per_client)
         )
+    floor = _floor(
+        wall_s=single["server_engine_wall_p50_ms"] / 1000,
+        clients=args.clients,
+        per_client=args.per_client,
+    )
     result = {
         "benchmark": "grpc",
         "backend": "scripted test double (fixed latency), 3-agent template team",
@@ -264,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         "one_client_engine_wall_p50_ms": single["server_engine_wall_p50_ms"],
         "one_client_lost": single["lost"],
         "one_client_duplicated": single["duplicated"],
+        "server_cpu_ms_per_request": round(server_cpu / load["requests"] * 1000, 3),
+        **floor,
         **ghz,
         "cpus": os.cpu_count(),
         "loadavg_1m_before": load_before,

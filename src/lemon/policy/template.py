@@ -18,6 +18,7 @@ The same templates are the "template policy" baseline in evaluations.
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cache
 
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Spec
@@ -135,6 +136,14 @@ def template_spec(
     """The template team for ``task`` (of ``kind``, classified here when not given): its kind,
     the spec, and the spec's canonical text."""
     chosen = kind or classify_task(task)
-    templates = COMPUTE_TEMPLATES if TemplateVariant(variant) is TemplateVariant.COMPUTE else {}
-    spec = Spec.model_validate(templates.get(chosen, TEMPLATES[chosen]))
-    return chosen, spec, format_spec(spec)
+    spec, text = _template(chosen, TemplateVariant(variant))
+    return chosen, spec, text
+
+
+@cache
+def _template(kind: TaskKind, variant: TemplateVariant) -> tuple[Spec, str]:
+    """A kind's template spec and its canonical text, built once (a frozen model: every run of
+    the template policy shares it; the service wrote and formatted it per request before)."""
+    templates = COMPUTE_TEMPLATES if variant is TemplateVariant.COMPUTE else {}
+    spec = Spec.model_validate(templates.get(kind, TEMPLATES[kind]))
+    return spec, format_spec(spec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from lemon.spec.models import Spec
@@ -67,10 +68,20 @@ def compile_spec(spec: Spec, *, output: str | None = None) -> CompiledDag:
     is the levels read in turn, and the critical path is the longest dependency chain, found by
     one pass over that order (ties go to the dependency listed first).
     """
+    structure = tuple((agent.name, tuple(agent.depends_on)) for agent in spec.agents)
+    return _compile(structure, output or spec.output)
+
+
+@lru_cache(maxsize=4096)
+def _compile(structure: tuple[tuple[str, tuple[str, ...]], ...], output: str | None) -> CompiledDag:
+    """:func:`compile_spec` on a spec's structure alone (names and dependencies, in file order):
+    the DAG is a function of it, so each structure is compiled once (a service compiles the same
+    few teams for every request)."""
     import networkx as nx
 
-    position = {agent.name: i for i, agent in enumerate(spec.agents)}
-    edges = tuple((dep, agent.name) for agent in spec.agents for dep in agent.depends_on)
+    position = {name: i for i, (name, _deps) in enumerate(structure)}
+    depends = dict(structure)
+    edges = tuple((dep, name) for name, deps in structure for dep in deps)
     graph = nx.DiGraph()
     graph.add_nodes_from(position)
     graph.add_edges_from(edges)
@@ -86,8 +97,7 @@ def compile_spec(spec: Spec, *, output: str | None = None) -> CompiledDag:
     depth: dict[str, int] = {}
     via: dict[str, str | None] = {}
     for name in order:
-        agent = spec.agents[position[name]]
-        best = max(agent.depends_on, key=depth.__getitem__, default=None)
+        best = max(depends[name], key=depth.__getitem__, default=None)
         depth[name] = 1 + (depth[best] if best is not None else 0)
         via[name] = best
     tail: str | None = max(order, key=depth.__getitem__)
@@ -96,7 +106,7 @@ def compile_spec(spec: Spec, *, output: str | None = None) -> CompiledDag:
         critical.append(tail)
         tail = via[tail]
 
-    resolved = output or spec.output
+    resolved = output
     if resolved is None:
         sinks = [name for name in order if graph.out_degree(name) == 0]
         if len(sinks) != 1:
