@@ -88,6 +88,16 @@ def test_eval_usage_errors(tmp_path: Path) -> None:
     policy = run_lemon("eval", "--benchmark", "svamp", "--policy", "x")
     assert policy.returncode == 2
     assert "not a directory (a policy version is a directory)" in policy.stderr
+    columns = run_lemon("eval", "--benchmark", "svamp", "--policy", "x", "--policy-columns", "a")
+    assert columns.returncode == 2
+    assert "--policy-columns needs --policy and --table" in columns.stderr
+    table = "benchmarks/results/tables/svamp-test"
+    unknown = run_lemon(
+        *("eval", "--table", table, "--max-tokens", "300", "--policy", "packaged"),
+        *("--policy-columns", "single-small,no-such-team", "--out", str(tmp_path)),
+    )
+    assert unknown.returncode == 2
+    assert "--policy-columns: no-such-team not in the table's teams" in unknown.stderr
 
 
 def test_report(tmp_path: Path) -> None:

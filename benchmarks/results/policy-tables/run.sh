@@ -3,7 +3,8 @@
 #   bash benchmarks/results/policy-tables/run.sh svamp STAGE...
 # STAGE: rows (teacher rows from the train table, and the shuffled control's), sft-S (the SFT warm
 # start of seed S), grpo-ARM-S (ARM global or credit), eval-NAME (a policy version under
-# policies/tables/ on the test table), report. LEMON_CODE: a checkout whose code runs it (a git
+# policies/tables/ on the test table), evalc-NAME (the same under the spec grammar: evals/NAME-constrained),
+# evalk-NAME (the policy chooses among the table's teams by log-probability: evals/NAME-columns), report. LEMON_CODE: a checkout whose code runs it (a git
 # worktree at a fixed commit, so edits elsewhere cannot change a run midway). LEMON_EVAL_LIMIT:
 # evaluate on the test table's first N items only (those every team has answered so far).
 set -euo pipefail
@@ -29,6 +30,17 @@ for stage in "$@"; do
       lemon train sft --config "$out/sft-shuffled.yaml" ;;
     sft-*) lemon train sft --config "$out/$stage.yaml" ;;
     grpo-*) lemon train grpo --config "$out/$stage.yaml" ;;
+    evalc-*)  # the same, decoded under the spec grammar (every spec valid by construction)
+      name=${stage#evalc-}
+      lemon eval --policy "policies/tables/$bench-$name" --table "$tables/$bench-test" \
+        --limit "${LEMON_EVAL_LIMIT:-0}" --max-tokens 300 --policy-attempts 1 --policy-max-tokens 160 --concurrency 8 \
+        --policy-constrained --out "$out/evals" --name "$name-constrained" -q ;;
+    evalk-*)  # the policy scores the table's teams and writes the one it likes best
+      name=${stage#evalk-}
+      lemon eval --policy "policies/tables/$bench-$name" --table "$tables/$bench-test" \
+        --limit "${LEMON_EVAL_LIMIT:-0}" --max-tokens 300 --concurrency 8 \
+        --policy-columns "${LEMON_COLUMNS:-single-small,single-medium,single-large,pot-medium,pot-large}" \
+        --out "$out/evals" --name "$name-columns" -q ;;
     eval-*)
       name=${stage#eval-}
       lemon eval --policy "policies/tables/$bench-$name" --table "$tables/$bench-test" \

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lemon.backends.base import BackendError, Generation, GenerationRequest
+from lemon.backends.base import BackendError, Generation, GenerationRequest, Message
 from lemon.backends.packaged import converted_packaged_model, packaged_model, quiet_transformers
 
 __all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "load_model"]
@@ -257,6 +257,42 @@ class LocalModel:
         if count == 0:
             raise ValueError("perplexity needs at least one text of two or more tokens")
         return math.exp(total / count)
+
+    def score(
+        self, messages: Sequence[Message], completions: Sequence[str]
+    ) -> tuple[int, list[tuple[float, int]]]:
+        """The prompt's token count and, for each completion, the log-probability the model
+        gives it as the assistant's answer to ``messages`` (its end-of-turn token included, so a
+        completion that is a prefix of another is not favoured) with its token count."""
+        import torch
+
+        tok = self.tokenizer
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        if not getattr(tok, "chat_template", None):
+            raise ValueError("scoring completions needs a chat template")
+        prompt = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        scored: list[tuple[float, int]] = []
+        with self.lock, torch.inference_mode():
+            for completion in completions:
+                full = tok.apply_chat_template(
+                    [*chat, {"role": "assistant", "content": completion}], tokenize=False
+                )
+                if not full.startswith(prompt):
+                    raise ValueError("the chat template does not extend the prompt")
+                ids = tok(full, add_special_tokens=False)["input_ids"]
+                start = len(prompt_ids)
+                if ids[:start] != prompt_ids:  # a token spans the prompt's end: re-split there
+                    ids = (
+                        prompt_ids + tok(full[len(prompt) :], add_special_tokens=False)["input_ids"]
+                    )
+                end = _turn_end(tok, ids, start)
+                tensor = torch.tensor([ids[:end]], device=self.model.device)
+                logits = self.model(input_ids=tensor).logits[0, start - 1 : end - 1].float()
+                targets = tensor[0, start:end]
+                logprobs = torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])
+                scored.append((float(logprobs.sum()), end - start))
+        return len(prompt_ids), scored
 
     def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """Decode ``requests`` together (they share decoding settings except ``max_tokens``);
@@ -508,6 +544,13 @@ class LocalBackend:
                 ) from exc
         return self._model
 
+    async def score(
+        self, messages: Sequence[Message], completions: Sequence[str]
+    ) -> tuple[int, list[tuple[float, int]]]:
+        """:meth:`LocalModel.score` in a worker thread (the model loaded first)."""
+        model = await self.model()
+        return await asyncio.to_thread(model.score, messages, completions)
+
     async def generate(self, request: GenerationRequest) -> Generation:
         await self.model()
         loop = asyncio.get_running_loop()
@@ -555,3 +598,13 @@ class LocalBackend:
     async def aclose(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
+
+
+def _turn_end(tokenizer: Any, ids: Sequence[int], start: int) -> int:
+    """Where the assistant's turn ends in ``ids`` (after its end-of-turn token, if any): the
+    chat template may add a newline or more after it, which the model is not scored on."""
+    end_token = tokenizer.eos_token_id
+    for index in range(start, len(ids)):
+        if ids[index] == end_token:
+            return index + 1
+    return len(ids)

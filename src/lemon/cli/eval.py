@@ -36,6 +36,10 @@ def _method(args: argparse.Namespace) -> str:
         raise UsageError("--specs-only needs --policy (it checks the specs a policy writes)")
     if args.policy_constrained and not args.policy:
         raise UsageError("--policy-constrained needs --policy")
+    if args.policy_columns and not (args.policy and args.table):
+        raise UsageError("--policy-columns needs --policy and --table")
+    if args.policy_columns and args.policy_constrained:
+        raise UsageError("give one of --policy-columns and --policy-constrained")
     if args.policy:
         return f"policy:{args.policy}"
     if args.spec:
@@ -103,7 +107,30 @@ def _meta(
     if policy is not None:
         meta["policy"] = policy.label
         meta["policy_constrained"] = bool(args.policy_constrained)
+        if args.policy_columns:
+            meta["policy_columns"] = args.policy_columns.split(",")
     return meta
+
+
+def _column_choices(names: str, table: Any) -> dict[Any, tuple[str, ...]]:
+    """Per task kind, the canonical spec texts of the named teams that apply to it (each a
+    column of ``table``): what ``--policy-columns`` lets the policy choose among."""
+    from lemon.policy.columns import column
+    from lemon.policy.prompt import spec_completion
+    from lemon.tasks import TaskKind
+
+    teams = [name for name in names.split(",") if name]
+    missing = [name for name in teams if name not in table.teams]
+    if missing:
+        raise UsageError(f"--policy-columns: {', '.join(missing)} not in the table's teams")
+    try:
+        cols = [column(name) for name in teams]
+    except KeyError as exc:
+        raise UsageError(f"--policy-columns: {exc.args[0]}") from None
+    return {
+        kind: tuple(spec_completion(c.spec(kind), c.output) for c in cols if c.applies_to(kind))
+        for kind in TaskKind
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
     out_dir = Path(args.out) / name
     policy = open_policy(args) if args.policy else None
+    if policy is not None and args.policy_columns:
+        policy.choices = _column_choices(args.policy_columns, table)
     prices = resolve_prices(profile=profile)
     settings = EvalSettings(
         prices=prices,
@@ -202,6 +231,13 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help="answer every worker call from this outcome table (no model runs; a call it lacks "
         "fails its agent as not_in_table) and take its items",
+    )
+    p.add_argument(
+        "--policy-columns",
+        metavar="TEAM,TEAM",
+        default="",
+        help="with --policy and --table: the policy writes the one of these table teams' specs "
+        "its model scores highest (log-probability of each as its answer), not free text",
     )
     p.add_argument("--spec", metavar="PATH", help="run this spec on every item")
     p.add_argument(

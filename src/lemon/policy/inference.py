@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -191,6 +191,7 @@ class LearnedPolicy:
         limits: GrammarLimits | None = None,
         model: str | None = None,
         prompt_format: str = PROMPT_FORMAT,
+        choices: Mapping[TaskKind, Sequence[str]] | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -207,10 +208,19 @@ class LearnedPolicy:
         self.max_attempts = max_attempts
         self.decoding = decoding
         self.fallback = fallback if fallback is not None else TemplatePolicy()
+        self.choices = {kind: tuple(texts) for kind, texts in (choices or {}).items() if texts}
+        """When given, for a task of a kind it holds, the policy writes the one of that kind's
+        spec texts its model gives the highest
+        log-probability (as its answer to the prompt), instead of decoding freely: the policy's
+        own preference over a fixed set of teams (an outcome table's columns), with no syntax
+        to get wrong. Needs a backend that scores completions (in-process models)."""
 
     @property
     def label(self) -> str:
         how = ", constrained to the spec grammar" if self.constrained else ""
+        if self.choices:
+            most = max(len(texts) for texts in self.choices.values())
+            how = f", choosing among up to {most} teams by log-probability"
         return f"learned policy {self.name} ({self.backend.label}{how})"
 
     def constraint(self, roles: RoleLibrary | None) -> SpecGrammar | None:
@@ -230,6 +240,8 @@ class LearnedPolicy:
         kind = kind or classify_task(task)
         messages = policy_messages(task, roles=roles, format=self.prompt_format)
         options = ValidationOptions(roles=roles) if roles is not None else ValidationOptions()
+        if kind in self.choices:
+            return await self._choose(messages, options, self.choices[kind], kind=kind, trace=trace)
         attempts: list[PolicyAttempt] = []
         constraint = self.constraint(roles)
         for number in range(1, self.max_attempts + 1):
@@ -280,6 +292,47 @@ class LearnedPolicy:
         if trace is not None:
             trace.emit(PolicyFellBack(origin=decision.origin))
         return decision
+
+    async def _choose(
+        self,
+        messages: list[dict[str, str]],
+        options: ValidationOptions,
+        choices: tuple[str, ...],
+        *,
+        kind: TaskKind,
+        trace: TraceWriter | None,
+    ) -> PolicyDecision:
+        """The choice its model scores highest (:attr:`choices`). Its tokens are the prompt's
+        and every choice's (each was scored: the full cost of the decision)."""
+        score = getattr(self.backend, "score", None)
+        if score is None:
+            raise ValueError(f"{self.backend.label} cannot score completions (choices need one)")
+        prompt = tuple(Message(m["role"], m["content"]) for m in messages)  # type: ignore[arg-type]
+        try:
+            prompt_tokens, scored = await score(prompt, choices)
+        except BackendError as exc:
+            raise ValueError(f"policy backend failed: {exc.reason}") from exc
+        best = max(range(len(scored)), key=lambda i: scored[i][0])
+        text = choices[best]
+        parsed, errors = _validate(text, options)
+        if parsed is None:
+            raise ValueError(f"choice {best} is not a valid spec: {'; '.join(errors)}")
+        attempt = PolicyAttempt(text, (), prompt_tokens, sum(n for _, n in scored))
+        if trace is not None:
+            trace.emit(
+                PolicyAttempted(
+                    attempt=1,
+                    valid=True,
+                    errors=(),
+                    prompt_tokens=attempt.prompt_tokens,
+                    completion_tokens=attempt.completion_tokens,
+                )
+            )
+        origin = f"{self.label}: choice {best + 1} (log-probability {scored[best][0]:.2f})"
+        canonical = format_spec(parsed.spec, output=parsed.output)
+        return PolicyDecision(
+            parsed.spec, parsed.output, origin, kind, canonical, attempts=[attempt]
+        )
 
     async def aclose(self) -> None:
         await self.backend.aclose()
