@@ -1,4 +1,4 @@
-"""Run traces: typed events, their one JSON encoding, the writer, the reader and two renderings.
+"""Run traces: typed events, their one JSON encoding, the writer and the reader.
 
 A trace is one JSON object per line, one line per event, written as events happen:
 ``{"event": KIND, "t": SECONDS_SINCE_START, ...fields}``. The kinds are the classes below;
@@ -6,7 +6,7 @@ A trace is one JSON object per line, one line per event, written as events happe
 and back, so the engine, the policy, the service and the CLI all handle typed events.
 
 Each line is flushed when written, so a trace survives a crash or a kill up to its last event.
-``lemon trace PATH`` renders a trace as a table or a timeline.
+``lemon trace PATH`` renders a trace as a table or a timeline (:mod:`lemon.cli.rendering`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -38,8 +38,6 @@ __all__ = [
     "decode_event",
     "encode_event",
     "read_trace",
-    "render_table",
-    "render_timeline",
 ]
 
 
@@ -308,69 +306,3 @@ def read_trace(path: str | Path) -> list[Event]:
         except ValueError as exc:
             raise ValueError(f"{path}:{number}: {exc}") from None
     return events
-
-
-@dataclass(slots=True)
-class _Row:
-    agent: str
-    start: float | None = None
-    started: AgentStarted | None = None
-    finished: AgentFinished | None = None
-
-
-def _agents(events: Iterable[Event]) -> dict[str, _Row]:
-    rows: dict[str, _Row] = {}
-    for event in events:
-        if isinstance(event, AgentStarted):
-            row = rows.setdefault(event.agent, _Row(event.agent))
-            row.start, row.started = event.t, event
-        elif isinstance(event, AgentFinished):
-            rows.setdefault(event.agent, _Row(event.agent)).finished = event
-        elif isinstance(event, AgentRetrying | AgentFailed):
-            rows.setdefault(event.agent, _Row(event.agent))
-    return rows
-
-
-def render_table(events: list[Event]) -> str:
-    """One row per agent: status, tier, tokens, latency, and the reason for failures."""
-    header = (
-        f"{'agent':<18} {'status':<10} {'tier':<7} {'prompt':>7} {'compl':>6} {'secs':>7}  note"
-    )
-    lines = [header, "-" * len(header)]
-    for row in _agents(events).values():
-        done = row.finished
-        note = (done.error or ("reused" if done.reused else "")) if done is not None else ""
-        tier = row.started.capacity if row.started is not None else ""
-        lines.append(
-            f"{row.agent:<18} {done.status if done else 'running':<10} {tier:<7} "
-            f"{done.prompt_tokens if done else 0:>7} {done.completion_tokens if done else 0:>6} "
-            f"{done.latency_s if done else 0.0:>7.2f}  {note}"
-        )
-    left_out = sum(e.left_out for e in events if isinstance(e, TraceTruncated))
-    if left_out:
-        lines.append(f"({left_out} events left out of this trace)")
-    finish = next((e for e in events if isinstance(e, RunFinished)), None)
-    if finish is not None:
-        lines.append(
-            f"run {finish.status}: {finish.tokens.get('total', 0)} tokens, "
-            f"{finish.wall_s:.2f} s wall" + (f" ({finish.error})" if finish.error else "")
-        )
-    else:
-        lines.append("run did not finish (no run_finish event)")
-    return "\n".join(lines)
-
-
-def render_timeline(events: list[Event], *, width: int = 60) -> str:
-    """A bar per agent over the run's wall time: '#' running, '.' waiting."""
-    end = max([e.t for e in events] or [0.0]) or 1.0
-    lines = []
-    for row in _agents(events).values():
-        finished = row.finished.t if row.finished is not None else None
-        start = row.start if row.start is not None else (finished or 0.0)
-        stop = finished if finished is not None else end
-        a, b = int(start / end * width), max(int(stop / end * width), int(start / end * width) + 1)
-        bar = "." * a + "#" * (b - a) + " " * max(0, width - b)
-        status = row.finished.status if row.finished is not None else "running"
-        lines.append(f"{row.agent:<18} |{bar[:width]}| {status}")
-    lines.append(f"{'':<18}  0s{'':>{width - 8}}{end:.2f}s")
-    return "\n".join(lines)

@@ -10,6 +10,7 @@ import pytest
 
 from lemon.backends.base import Decoding
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
+from lemon.cli.rendering import render_table, render_timeline
 from lemon.engine import AgentStatus, CallCache, ExecutionOptions, RunStatus, execute
 from lemon.events import (
     AgentFinished,
@@ -17,8 +18,6 @@ from lemon.events import (
     RunFinished,
     TraceWriter,
     read_trace,
-    render_table,
-    render_timeline,
 )
 from lemon.spec import Capacity, MutationKind, mutations, parse_spec
 from tests.conftest import run_lemon

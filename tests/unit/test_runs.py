@@ -14,6 +14,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from lemon.cli.rendering import render_table
 from lemon.engine.results import FailureKind
 from lemon.events import (
     AgentFinished,
@@ -21,7 +22,6 @@ from lemon.events import (
     RunFinished,
     TraceTruncated,
     decode_event,
-    render_table,
 )
 from lemon.pricing import TierPrices
 from lemon.resources import CapacityProfileSpec, TierStatus, crd

@@ -194,7 +194,7 @@ def _show(
     task: str,
 ) -> None:
     """The run as JSON (``--json``), or the agents' table, the answer, the cost and the verdict."""
-    from lemon.events import render_table
+    from lemon.cli.rendering import render_table
 
     if args.json:
         payload = result.to_json()

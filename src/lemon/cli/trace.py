@@ -13,7 +13,8 @@ __all__ = ["register", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from lemon.events import read_trace, render_table, render_timeline
+    from lemon.cli.rendering import render_table, render_timeline
+    from lemon.events import read_trace
 
     try:
         events = read_trace(args.path)
