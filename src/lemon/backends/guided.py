@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from lemon.spec.grammar import LineState, SpecGrammar, SpecGrammarError
 
 __all__ = [
     "GuideTokenizer",
+    "GuidedLogits",
     "LarkMatcher",
     "SpecMatcher",
     "guide_tokenizer",
@@ -220,3 +222,48 @@ def make_matcher(
     if isinstance(constraint, LarkGrammar):
         return LarkMatcher(constraint, tokenizer)
     return SpecMatcher(constraint, tokenizer)
+
+
+class GuidedLogits:
+    """A transformers logits processor (the in-process backend's batches): each constrained row
+    keeps only the tokens its matcher allows
+    (unconstrained rows of the same batch are left as they are). It also stamps the time of
+    every decode step (``stamps``), which ``lemon bench constrained`` reads."""
+
+    def __init__(self, matchers: list[Any], *, start: int, vocab: int) -> None:
+        import numpy as np
+
+        self.matchers = matchers
+        self.start = start
+        self.seen = 0
+        self.rows = [i for i, m in enumerate(matchers) if m is not None]
+        self.bitmask = np.full((len(matchers), (vocab + 31) // 32), -1, dtype=np.int32)
+        self.mask_s = 0.0
+        self.stamps: list[float] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+        import torch
+
+        started = time.perf_counter()
+        self.stamps.append(started)
+        if not self.rows:
+            return scores
+        generated = input_ids.shape[1] - self.start
+        if generated > self.seen:
+            last = input_ids[:, -1].tolist()
+            for i in self.rows:
+                self.matchers[i].consume(int(last[i]))
+            self.seen = generated
+        for i in self.rows:
+            self.matchers[i].fill_mask(self.bitmask[i])
+        bits = np.unpackbits(self.bitmask.view(np.uint8), axis=1, bitorder="little")
+        blocked = bits[:, : scores.shape[1]] == 0
+        if scores.device.type == "cpu" and scores.dtype == torch.float32:
+            # numpy, single-threaded: torch's masked_fill_ takes milliseconds here when the
+            # cores are busy (its thread pool waits for them), numpy about 0.1 ms
+            scores.numpy()[blocked] = -np.inf
+        else:
+            scores.masked_fill_(torch.from_numpy(blocked).to(scores.device), float("-inf"))
+        self.mask_s += time.perf_counter() - started
+        return scores

@@ -1,6 +1,8 @@
 """The in-process backend: Hugging Face ``transformers`` models, batched across agents.
 
-This is the one module that runs models in-process. Each model is loaded once per process
+It runs ``transformers`` models (``embedded`` and ``transformers`` tiers, and the learned
+policy); the ``llamacpp`` tiers run GGUF models in-process too, through
+:mod:`lemon.backends.llamacpp`. Each model is loaded once per process
 (a registry keyed by source and dtype). Concurrent calls on the same model are collected for a
 few milliseconds and decoded together in one ``generate`` call (left-padded), so a wide DAG
 level costs little more than one agent. Decoding runs in a worker thread; the event loop stays
@@ -29,15 +31,17 @@ import asyncio
 import copy
 import functools
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest, Message
 from lemon.backends.packaged import converted_packaged_model, packaged_model, quiet_transformers
+
+if TYPE_CHECKING:
+    from lemon.backends.guided import GuidedLogits
 
 __all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "load_model"]
 
@@ -212,11 +216,11 @@ class LocalModel:
             inputs[self._cache_argument] = self._prefix_cache(prefix, len(rows))
         return inputs
 
-    def _guide(self, requests: Sequence[GenerationRequest], *, width: int) -> _GuidedLogits | None:
+    def _guide(self, requests: Sequence[GenerationRequest], *, width: int) -> GuidedLogits | None:
         """A logits processor for the batch's constrained rows (None when there are none)."""
         if all(r.constraint is None for r in requests) and not self.record_steps:
             return None
-        from lemon.backends.guided import guide_tokenizer, make_matcher
+        from lemon.backends.guided import GuidedLogits, guide_tokenizer, make_matcher
 
         vocab = int(self.model.config.get_text_config().vocab_size)  # the logits width
         matchers: list[Any] = [None] * len(requests)
@@ -226,7 +230,7 @@ class LocalModel:
                 None if r.constraint is None else make_matcher(r.constraint, tokenizer)
                 for r in requests
             ]
-        guide = _GuidedLogits(matchers, start=width, vocab=vocab)
+        guide = GuidedLogits(matchers, start=width, vocab=vocab)
         self.last_guide = guide
         return guide
 
@@ -338,50 +342,6 @@ class LocalModel:
                     new = tok(text, add_special_tokens=False)["input_ids"]
             results.append(Generation(request.prefill + text, int(prompt_tokens), len(new), finish))
         return results
-
-
-class _GuidedLogits:
-    """A logits processor: each constrained row keeps only the tokens its matcher allows
-    (unconstrained rows of the same batch are left as they are). It also stamps the time of
-    every decode step (``stamps``), which ``lemon bench constrained`` reads."""
-
-    def __init__(self, matchers: list[Any], *, start: int, vocab: int) -> None:
-        import numpy as np
-
-        self.matchers = matchers
-        self.start = start
-        self.seen = 0
-        self.rows = [i for i, m in enumerate(matchers) if m is not None]
-        self.bitmask = np.full((len(matchers), (vocab + 31) // 32), -1, dtype=np.int32)
-        self.mask_s = 0.0
-        self.stamps: list[float] = []
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import numpy as np
-        import torch
-
-        started = time.perf_counter()
-        self.stamps.append(started)
-        if not self.rows:
-            return scores
-        generated = input_ids.shape[1] - self.start
-        if generated > self.seen:
-            last = input_ids[:, -1].tolist()
-            for i in self.rows:
-                self.matchers[i].consume(int(last[i]))
-            self.seen = generated
-        for i in self.rows:
-            self.matchers[i].fill_mask(self.bitmask[i])
-        bits = np.unpackbits(self.bitmask.view(np.uint8), axis=1, bitorder="little")
-        blocked = bits[:, : scores.shape[1]] == 0
-        if scores.device.type == "cpu" and scores.dtype == torch.float32:
-            # numpy, single-threaded: torch's masked_fill_ takes milliseconds here when the
-            # cores are busy (its thread pool waits for them), numpy about 0.1 ms
-            scores.numpy()[blocked] = -np.inf
-        else:
-            scores.masked_fill_(torch.from_numpy(blocked).to(scores.device), float("-inf"))
-        self.mask_s += time.perf_counter() - started
-        return scores
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:
