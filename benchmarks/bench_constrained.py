@@ -9,7 +9,8 @@ sides (masking on the constrained side only), so the time per token is the mean 
 between steps after the first (which holds the prompt's prefill): forward pass, mask and
 sampling, the grammar rebuilds at line ends included.
 
-``ratio`` = constrained seconds per decode step / unconstrained (goal <= 1.2);
+``ratio`` = constrained seconds per decode step / unconstrained (goal <= 1.2), with
+``ratio_ci95`` (tasks resampled in pairs);
 ``valid_rate`` = share of constrained specs that validate (goal 1.0), beside the
 unconstrained share; ``mask_ms_per_token`` is the logits processor's own time (mask fill,
 apply, and the per-line grammar rebuilds).
@@ -43,6 +44,37 @@ def _valid(text: str) -> bool:
     return True
 
 
+def _ratio_interval(
+    constrained: list[tuple[float, int]],
+    unconstrained: list[tuple[float, int]],
+    *,
+    draws: int = 2000,
+    seed: int = 0,
+) -> list[float]:
+    """95% bootstrap interval of ``ratio``, the tasks resampled in pairs (each task's
+    constrained and unconstrained calls together)."""
+    import random
+
+    rng = random.Random(seed)
+    n = len(constrained)
+    ratios = []
+    for _ in range(draws):
+        picks = [rng.randrange(n) for _ in range(n)]
+        c_s = sum(constrained[i][0] for i in picks)
+        c_t = sum(constrained[i][1] for i in picks)
+        u_s = sum(unconstrained[i][0] for i in picks)
+        u_t = sum(unconstrained[i][1] for i in picks)
+        if c_t and u_t and u_s:
+            ratios.append((c_s / c_t) / (u_s / u_t))
+    ratios.sort()
+    if not ratios:
+        return [float("nan"), float("nan")]
+    return [
+        round(ratios[int(0.025 * len(ratios))], 4),
+        round(ratios[int(0.975 * len(ratios)) - 1], 4),
+    ]
+
+
 def measure(tasks: int, max_tokens: int) -> dict[str, Any]:
     model = load_model(ModelSource(PACKAGED))
     model.record_steps = True
@@ -56,7 +88,7 @@ def measure(tasks: int, max_tokens: int) -> dict[str, Any]:
     )
     model.generate_batch([warm])  # loads llguidance's tokenizer and fills the prefix cache
     sides: dict[str, dict[str, Any]] = {
-        name: {"seconds": 0.0, "tokens": 0, "generated": 0, "valid": 0, "per_task": []}
+        name: {"seconds": 0.0, "tokens": 0, "generated": 0, "valid": 0, "per_task": [], "pairs": []}
         for name in ("unconstrained", "constrained")
     }
     mask_s = 0.0
@@ -78,6 +110,7 @@ def measure(tasks: int, max_tokens: int) -> dict[str, Any]:
             side["generated"] += generation.completion_tokens
             side["valid"] += _valid(generation.text)
             side["per_task"].append(seconds / max(len(stamps) - 1, 1))
+            side["pairs"].append((seconds, len(stamps) - 1))
             if name == "constrained":
                 mask_s += model.last_guide.mask_s
     per_token = {n: s["seconds"] / max(s["tokens"], 1) for n, s in sides.items()}
@@ -88,6 +121,9 @@ def measure(tasks: int, max_tokens: int) -> dict[str, Any]:
         "tasks": tasks,
         "max_tokens": max_tokens,
         "ratio": round(per_token["constrained"] / per_token["unconstrained"], 4),
+        "ratio_ci95": _ratio_interval(
+            sides["constrained"]["pairs"], sides["unconstrained"]["pairs"]
+        ),
         "goal": "ratio <= 1.2 and valid_rate == 1.0",
         "valid_rate": sides["constrained"]["valid"] / tasks,
         "unconstrained_valid_rate": sides["unconstrained"]["valid"] / tasks,
