@@ -287,6 +287,26 @@ def _ghz(target: str, *, clients: int, total: int) -> dict[str, Any]:
     }
 
 
+def _report(result: dict[str, Any], *, out: Path | None, as_json: bool) -> None:
+    text = json.dumps(result)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_suffix(".tmp")
+        partial.write_text(json.dumps(result, indent=2) + "\n")
+        partial.replace(out)
+    if as_json:
+        print(text)
+    else:
+        print(
+            f"{result['rps']} rps over gRPC ({result['rps_vs_engine_only']}x in-process); "
+            f"time outside the engine p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms "
+            f"(engine p50 {result['server_engine_wall_p50_ms']} ms under load, "
+            f"{result['one_client_engine_wall_p50_ms']} ms alone); "
+            f"end-to-end p50 {result['e2e_over_one_client_p50']}x one client's; "
+            f"lost {result['lost']}, duplicated {result['duplicated']}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--echo-server"]:  # the floor's server, started by _floor
@@ -351,23 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "loadavg_1m_before": load_before,
     }
-    text = json.dumps(result)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        partial = args.out.with_suffix(".tmp")
-        partial.write_text(json.dumps(result, indent=2) + "\n")
-        partial.replace(args.out)
-    if args.json:
-        print(text)
-    else:
-        print(
-            f"{result['rps']} rps over gRPC ({result['rps_vs_engine_only']}x in-process); "
-            f"time outside the engine p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms "
-            f"(engine p50 {result['server_engine_wall_p50_ms']} ms under load, "
-            f"{result['one_client_engine_wall_p50_ms']} ms alone); "
-            f"end-to-end p50 {result['e2e_over_one_client_p50']}x one client's; "
-            f"lost {result['lost']}, duplicated {result['duplicated']}"
-        )
+    _report(result, out=args.out, as_json=args.json)
     clean = load["lost"] == load["duplicated"] == single["lost"] == single["duplicated"] == 0
     return 0 if clean else 1
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -410,6 +411,70 @@ def _fault_rounds(
     }
 
 
+@dataclasses.dataclass
+class _Stack:
+    """The benchmark's running parts: the control plane's kubeconfig, the scripted tier, the
+    service and the operator."""
+
+    kubeconfig: Path
+    target: str
+    tier_port: int
+    tier_log: Path
+    cluster: Cluster
+
+
+def _start_stack(
+    plane: ControlPlane,
+    procs: Processes,
+    work: Path,
+    logs: dict[str, Path],
+    *,
+    runs: int,
+    latency: float,
+    journal: bool,
+) -> _Stack:
+    bin_dir = Path(sys.executable).parent
+    kubeconfig = plane.start()
+    # KServe's own InferenceService CRD, vendored; too large for a client-side apply
+    _kubectl(
+        kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"),
+        "-f", str(INFERENCESERVICE_CRD),
+    )  # fmt: skip
+    for crd in ("lemonruns.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
+        _kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}")
+    _kubectl(kubeconfig, "create", "namespace", NAMESPACE)
+
+    tier_port, service_port = _free_port(), _free_port()
+    tier_log = work / "tier-calls.log"
+    tier_log.touch()
+    logs["tier"] = procs.spawn("tier", [
+        sys.executable, "-m", "tests.service.openai_server", "--port", str(tier_port),
+        "--latency", str(latency), "--log", str(tier_log), "--log-calls",
+    ])  # fmt: skip
+    _wait_http(tier_port, procs.procs["tier"], what="the scripted tier")
+    target = f"127.0.0.1:{service_port}"
+    logs["service"] = procs.spawn("service", [
+        str(bin_dir / "lemon"), "serve", "--port", str(service_port), "--profile", "scripted",
+        "--max-concurrency", str(max(64, runs)), "--max-waiting", str(max(64, runs)),
+        *(("--run-journal", str(work / "runs.sqlite")) if journal else ()),
+    ])  # fmt: skip
+    _wait_serving(target, procs)
+    logs["operator"] = procs.spawn(
+        "operator",
+        [str(bin_dir / "lemon-operator")],
+        env={"KUBECONFIG": str(kubeconfig), "LEMON_SERVICE_TARGET": target},
+    )
+    profile = (
+        "apiVersion: lemon.ai/v1alpha1\nkind: LemonCapacityProfile\n"
+        "metadata: {name: default}\n"
+        "spec: {small: {model: HuggingFaceTB/SmolLM2-135M-Instruct, costPerToken: 1.0e-8}}\n"
+    )
+    _kubectl(kubeconfig, "apply", "-n", NAMESPACE, "-f", "-", stdin=profile)
+    cluster = Cluster(kubeconfig)
+    cluster.mark_ready(f"http://127.0.0.1:{tier_port}")
+    return _Stack(kubeconfig, target, tier_port, tier_log, cluster)
+
+
 def run(
     *,
     runs: int,
@@ -420,82 +485,48 @@ def run(
     journal: bool = True,
 ) -> dict[str, Any]:
     plane = ControlPlane(ensure_binaries())
-    bin_dir = Path(sys.executable).parent
-    ensure_tools(bin_dir=bin_dir)
+    ensure_tools(bin_dir=Path(sys.executable).parent)
     work = Path(tempfile.mkdtemp(prefix="lemon-bench-runs-"))
     procs = Processes(work)
     logs: dict[str, Path] = {}
     try:
-        kubeconfig = plane.start()
-        # KServe's own InferenceService CRD, vendored; too large for a client-side apply
-        _kubectl(
-            kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"),
-            "-f", str(INFERENCESERVICE_CRD),
-        )  # fmt: skip
-        for crd in ("lemonruns.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
-            _kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}")
-        _kubectl(kubeconfig, "create", "namespace", NAMESPACE)
-
-        tier_port, service_port = _free_port(), _free_port()
-        tier_log = work / "tier-calls.log"
-        tier_log.touch()
-        logs["tier"] = procs.spawn("tier", [
-            sys.executable, "-m", "tests.service.openai_server", "--port", str(tier_port),
-            "--latency", str(latency), "--log", str(tier_log), "--log-calls",
-        ])  # fmt: skip
-        _wait_http(tier_port, procs.procs["tier"], what="the scripted tier")
-        target = f"127.0.0.1:{service_port}"
-        logs["service"] = procs.spawn("service", [
-            str(bin_dir / "lemon"), "serve", "--port", str(service_port), "--profile", "scripted",
-            "--max-concurrency", str(max(64, runs)), "--max-waiting", str(max(64, runs)),
-            *(("--run-journal", str(work / "runs.sqlite")) if journal else ()),
-        ])  # fmt: skip
-        _wait_serving(target, procs)
-        logs["operator"] = procs.spawn(
-            "operator",
-            [str(bin_dir / "lemon-operator")],
-            env={"KUBECONFIG": str(kubeconfig), "LEMON_SERVICE_TARGET": target},
-        )
-        profile = (
-            "apiVersion: lemon.ai/v1alpha1\nkind: LemonCapacityProfile\n"
-            "metadata: {name: default}\n"
-            "spec: {small: {model: HuggingFaceTB/SmolLM2-135M-Instruct, costPerToken: 1.0e-8}}\n"
-        )
-        _kubectl(kubeconfig, "apply", "-n", NAMESPACE, "-f", "-", stdin=profile)
-        cluster = Cluster(kubeconfig)
-        cluster.mark_ready(f"http://127.0.0.1:{tier_port}")
-
+        stack = _start_stack(plane, procs, work, logs, runs=runs, latency=latency, journal=journal)
+        cluster = stack.cluster
         cluster.burst(1, agents=agents, prefix="warmup")  # the first run pays the set-ups
         pids = {
             "etcd": plane._procs[0].pid,
             "kube-apiserver": plane._procs[1].pid,
             **{name: proc.pid for name, proc in procs.procs.items()},
         }
-        calls_before, cpu_before = _tier_calls(tier_log), _cpu(pids)
-        requests_before = _api_requests(kubeconfig)
+        calls_before, cpu_before = _tier_calls(stack.tier_log), _cpu(pids)
+        requests_before = _api_requests(stack.kubeconfig)
         measured = cluster.burst(runs, agents=agents, prefix="run")
         cpu_after = _cpu(pids)
         requests = {
             key: round((count - requests_before.get(key, 0.0)) / runs, 2)
-            for key, count in _api_requests(kubeconfig).items()
+            for key, count in _api_requests(stack.kubeconfig).items()
             if count > requests_before.get(key, 0.0)
         }
-        tier_calls = _tier_calls(tier_log) - calls_before
+        measured["tier_calls"] = _tier_calls(stack.tier_log) - calls_before
         service_log = logs["service"].read_text(errors="replace")
         starts = [
             len(re.findall(rf"run {re.escape(uid)} \(.*\): started", service_log))
             for uid in measured["uids"]
         ]
+        measured["duplicated"] = sum(1 for count in starts if count > 1)
         burst_s = measured["last_finish"] - measured["first_create"]
         faulted = None
         if faults:
             faulted = _fault_rounds(
-                cluster, procs, target=target, tier_log=tier_log, rounds=faults, runs=runs,
-                agents=agents, span_s=burst_s, seed=seed,
+                cluster, procs, target=stack.target, tier_log=stack.tier_log, rounds=faults,
+                runs=runs, agents=agents, span_s=burst_s, seed=seed,
             )  # fmt: skip
         direct = asyncio.run(
             _grpc_burst(
-                target, count=runs, agents=agents, tier_url=f"http://127.0.0.1:{tier_port}/v1"
+                stack.target,
+                count=runs,
+                agents=agents,
+                tier_url=f"http://127.0.0.1:{stack.tier_port}/v1",
             )
         )
     except Exception:
@@ -506,8 +537,22 @@ def run(
         procs.stop()
         plane.cleanup()
         shutil.rmtree(work, ignore_errors=True)
+    result = _result(measured, direct, runs=runs, agents=agents, latency=latency)
+    result["cpu_s"] = {name: round(cpu_after[name] - cpu_before[name], 2) for name in cpu_after}
+    result["api_requests_per_run"] = requests
+    result["load_average"] = [round(value, 2) for value in os.getloadavg()]
+    if faulted is not None:
+        result["faults"] = {"journal": journal, **faulted}
+    return result
+
+
+def _result(
+    measured: dict[str, Any], direct: dict[str, Any], *, runs: int, agents: int, latency: float
+) -> dict[str, Any]:
+    """The fault-free burst's figures beside the same burst sent straight to the service."""
     overhead = measured["overhead"]
-    result = {
+    burst_s = measured["last_finish"] - measured["first_create"]
+    return {
         "benchmark": "runs",
         "runs": runs,
         "agents": agents,
@@ -521,20 +566,14 @@ def run(
         else None,
         "lost": measured["lost"],
         "failed": measured["failed"],
-        "duplicated": sum(1 for count in starts if count > 1),
-        "tier_calls": tier_calls,
+        "duplicated": measured["duplicated"],
+        "tier_calls": measured["tier_calls"],
         "expected_tier_calls": runs * agents,
         "grpc_burst_s": round(direct["burst_s"], 3),
         "grpc_p99_overhead_s": round(_quantile(direct["overhead"], 0.99), 3),
         "grpc_lost": direct["lost"],
         "ratio": round(burst_s / direct["burst_s"], 2),
-        "cpu_s": {name: round(cpu_after[name] - cpu_before[name], 2) for name in cpu_after},
-        "api_requests_per_run": requests,
-        "load_average": [round(value, 2) for value in os.getloadavg()],
     }
-    if faulted is not None:
-        result["faults"] = {"journal": journal, **faulted}
-    return result
 
 
 def _cpu_s(pid: int) -> float:

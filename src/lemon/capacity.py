@@ -71,7 +71,10 @@ class TierBackend(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     max_batch: Annotated[int, Field(ge=1, le=256)] = 8
     """In-process tiers: most calls decoded together in one forward batch."""
-    max_concurrency: Annotated[int, Field(ge=1, le=1024)] = 8
+    max_concurrency: Annotated[int, Field(ge=1, le=1024)] | None = None
+    """openai tiers: most requests in flight to the endpoint at once (32 if unset); the rest wait
+    their turn. In-process tiers decode ``max_batch`` sequences together and queue the rest, so
+    they take no such limit (setting one is an error)."""
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     context: Annotated[int, Field(ge=64, le=131072)] = 4096
     """llamacpp tiers: tokens one sequence may hold (prompt and completion)."""
@@ -86,6 +89,11 @@ class TierBackend(BaseModel):
     def _complete(self) -> TierBackend:
         if self.type == "openai" and (not self.url or not self.model):
             raise ValueError("an openai tier needs 'url' and 'model'")
+        if self.max_concurrency is not None and self.type != "openai":
+            raise ValueError(
+                "max_concurrency bounds the requests in flight to an openai endpoint; "
+                f"a {self.type} tier decodes max_batch calls at once and queues the rest"
+            )
         if self.type == "transformers" and not self.model:
             raise ValueError("a transformers tier needs 'model' (an HF id or a local path)")
         if self.type == "llamacpp":
@@ -157,7 +165,7 @@ def _endpoints() -> CapacityProfile:
 
 
 def _llama(model: str) -> TierBackend:
-    return TierBackend(type="llamacpp", model=model, max_concurrency=8)
+    return TierBackend(type="llamacpp", model=model)
 
 
 BUILTIN_PROFILES: dict[str, CapacityProfile] = {
@@ -177,7 +185,7 @@ BUILTIN_PROFILES: dict[str, CapacityProfile] = {
         name="transformers",
         description="all tiers in-process through transformers on the packaged "
         "SmolLM2-135M-Instruct (one model; the training side's model path)",
-        tiers=_all(TierBackend(type="embedded", max_concurrency=8)),
+        tiers=_all(TierBackend(type="embedded")),
     ),
     "hub": CapacityProfile(
         name="hub",
@@ -197,7 +205,7 @@ BUILTIN_PROFILES: dict[str, CapacityProfile] = {
     "scripted": CapacityProfile(
         name="scripted",
         description="deterministic test double (engine tests and benchmarks only; not a model)",
-        tiers=_all(TierBackend(type="scripted", scripted=ScriptedConfig(), max_concurrency=1024)),
+        tiers=_all(TierBackend(type="scripted", scripted=ScriptedConfig())),
     ),
 }
 
@@ -282,6 +290,7 @@ def build_backends(profile: CapacityProfile) -> Mapping[Capacity, Backend]:
                     api_key=api_key,
                     timeout_s=config.timeout_s,
                     tier=tier.value,
+                    max_concurrency=config.max_concurrency or 32,
                 )
         backends[tier] = shared[key]
     return backends

@@ -161,7 +161,7 @@ class OpenAIServer:
 
 def scripted_profile(path: Path, *, latency: float, name: str = "slowscripted") -> Path:
     """The scripted test double with a fixed latency per call (a profile file)."""
-    tier = {"type": "scripted", "scripted": {"latency_s": latency}, "max_concurrency": 1024}
+    tier = {"type": "scripted", "scripted": {"latency_s": latency}}
     profile = {"name": name, "tiers": dict.fromkeys(("small", "medium", "large"), tier)}
     path.write_text(json.dumps({"profiles": [profile]}))  # JSON is YAML
     return path

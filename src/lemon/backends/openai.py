@@ -18,6 +18,7 @@ that returns a line outside its grammar (it ignored the field) fails the call, n
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import replace
 from typing import Any, Literal
@@ -38,6 +39,9 @@ _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 class OpenAIBackend:
     """Chat or text completions against ``base_url`` (e.g. ``http://host:8000/v1``).
 
+    At most ``max_concurrency`` requests are in flight at once (the connection pool holds as many
+    connections); the others wait their turn, and the wait does not count toward ``timeout_s``.
+
     With a prefill, chat requests ask the server to continue the final assistant message
     (``continue_final_message``, a vLLM extension that ``lemon serve-model`` also honours).
     """
@@ -53,7 +57,12 @@ class OpenAIBackend:
         tier: str = "any",
         transport: httpx.AsyncBaseTransport | None = None,
         grammar_dialect: GrammarDialect = "vllm",
+        max_concurrency: int = 32,
     ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
+        self.max_concurrency = max_concurrency
+        self._slots = asyncio.Semaphore(max_concurrency)
         self.grammar_dialect = grammar_dialect
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -65,6 +74,9 @@ class OpenAIBackend:
             base_url=self.base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            limits=httpx.Limits(
+                max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+            ),
             transport=transport,
         )
 
@@ -111,7 +123,8 @@ class OpenAIBackend:
         path, payload = self._payload(request)
         try:
             # the current span (this call's, when tracing is on) continues on the server
-            response = await self._client.post(path, json=payload, headers=trace_headers())
+            async with self._slots:
+                response = await self._client.post(path, json=payload, headers=trace_headers())
         except httpx.TimeoutException as exc:
             raise BackendError(
                 f"timeout calling {self.base_url}{path}: {exc!r}", transient=True

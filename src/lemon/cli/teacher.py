@@ -309,6 +309,12 @@ def register(sub: Any) -> None:
     add_profile_options(s)
     add_call_cache_option(s)
     s.set_defaults(handler=run_search)
+    _register_llm(teachers)
+    _register_rows(teachers)
+    _register_tables(teachers)
+
+
+def _register_llm(teachers: Any) -> None:
     llm = teachers.add_parser("llm", help="few-shot an LLM behind an OpenAI-compatible URL")
     _common(llm)
     llm.add_argument("--endpoint", required=True, help="base URL, e.g. http://host:8000/v1")
@@ -316,6 +322,9 @@ def register(sub: Any) -> None:
     llm.add_argument("--max-tokens", type=int, default=384)
     llm.add_argument("--concurrency", type=int, default=4)
     llm.set_defaults(handler=run_llm)
+
+
+def _register_rows(teachers: Any) -> None:
     summary = teachers.add_parser(
         "summary", help="per candidate team: accuracy, cost, how often chosen; the upper bound"
     )
@@ -340,6 +349,9 @@ def register(sub: Any) -> None:
         "--max-repeat", type=int, default=4, help="most copies of one row with --balance (4)"
     )
     select.set_defaults(handler=run_select)
+
+
+def _register_tables(teachers: Any) -> None:
     tables = teachers.add_parser(
         "tables",
         help="rows from an outcome table: per item the team with the best R_orch at full cost",
