@@ -10,6 +10,12 @@ Built-in profiles:
   fast tests and smoke runs).
 - ``transformers``: every tier on the packaged SmolLM2-135M-Instruct through ``transformers``
   in-process (the training side's model path), one shared model.
+
+Tier types: ``llamacpp`` (a GGUF in-process), ``transformers`` (a transformers model in-process;
+``model: packaged:smollm2-135m-instruct`` is the packaged SmolLM2), ``openai`` (an
+OpenAI-compatible URL) and ``scripted`` (the test double). The tier type ``embedded`` of older
+profile files still loads, as ``transformers`` on the packaged model, with a warning: it meant
+transformers while the profile ``embedded`` runs llama.cpp.
 - ``hub``: tiers mapped to Hugging Face ids (SmolLM2 135M / 360M / 1.7B Instruct), loaded with
   transformers; needs a reachable hub (or the models in the local HF cache).
 - ``endpoints``: tiers mapped to OpenAI-compatible URLs from ``LEMON_SMALL_URL``,
@@ -27,6 +33,7 @@ User profiles come from YAML files (``--profiles FILE`` or ``LEMON_PROFILES``) o
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
@@ -35,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lemon.backends.base import Backend
 from lemon.backends.ggufs import SMOLLM2_135M
+from lemon.backends.packaged import PACKAGED
 from lemon.backends.scripted import ScriptedConfig
 from lemon.pricing import DEFAULT_TIER_MODELS, MODEL_PARAMETERS
 from lemon.spec.issues import SpecError
@@ -56,11 +64,12 @@ class TierBackend(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: Literal["llamacpp", "embedded", "transformers", "openai", "scripted"]
+    type: Literal["llamacpp", "transformers", "openai", "scripted"]
     model: str | None = Field(
         default=None,
         description="llamacpp: a model of lemon.backends.ggufs (e.g. qwen2.5-coder-1.5b-instruct) "
-        "or a .gguf path; transformers: an HF id or local path; openai: the served model name.",
+        "or a .gguf path; transformers: an HF id, a local path, or "
+        f"{PACKAGED} (the packaged SmolLM2); openai: the served model name.",
     )
     url: str | None = Field(default=None, description="Base URL, e.g. http://host:8000/v1.")
     mode: Literal["chat", "completions"] = "chat"
@@ -84,6 +93,19 @@ class TierBackend(BaseModel):
     """Price of one token (prompt or completion), in any currency: only the ratios between tiers
     count (:mod:`lemon.pricing`). Absent: priced by the model's parameter count where known."""
     scripted: ScriptedConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _embedded_is_transformers(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("type") == "embedded":
+            warnings.warn(
+                f"tier type 'embedded' is 'transformers' with model '{PACKAGED}' "
+                "(the packaged SmolLM2 through transformers); write that instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            data = {**data, "type": "transformers", "model": data.get("model") or PACKAGED}
+        return data
 
     @model_validator(mode="after")
     def _complete(self) -> TierBackend:
@@ -111,8 +133,8 @@ class TierBackend(BaseModel):
     @property
     def parameters(self) -> int | None:
         """The parameter count of this tier's model where LEMON knows it (a pinned GGUF model,
-        or the packaged SmolLM2 that ``embedded`` tiers run); None otherwise."""
-        if self.type == "embedded":
+        or the packaged SmolLM2); None otherwise."""
+        if self.type == "transformers" and self.model == PACKAGED:
             return MODEL_PARAMETERS[SMOLLM2_135M.name]
         if self.type == "llamacpp":
             return MODEL_PARAMETERS.get(self.model or "")
@@ -185,7 +207,7 @@ BUILTIN_PROFILES: dict[str, CapacityProfile] = {
         name="transformers",
         description="all tiers in-process through transformers on the packaged "
         "SmolLM2-135M-Instruct (one model; the training side's model path)",
-        tiers=_all(TierBackend(type="embedded")),
+        tiers=_all(TierBackend(type="transformers", model=PACKAGED)),
     ),
     "hub": CapacityProfile(
         name="hub",
@@ -252,7 +274,7 @@ def resolve_profile(name: str, *, files: Iterable[str | os.PathLike[str]] = ()) 
 
 def build_backends(profile: CapacityProfile) -> Mapping[Capacity, Backend]:
     """One backend per tier; tiers with identical settings share one backend (and model)."""
-    from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
+    from lemon.backends.local import LocalBackend, ModelSource
     from lemon.backends.openai import OpenAIBackend
     from lemon.backends.scripted import ScriptedBackend
 
@@ -274,10 +296,9 @@ def build_backends(profile: CapacityProfile) -> Mapping[Capacity, Backend]:
                     threads=config.threads,
                     tier=tier.value,
                 )
-            elif config.type in {"embedded", "transformers"}:
-                name = PACKAGED if config.type == "embedded" else str(config.model)
+            elif config.type == "transformers":
                 shared[key] = LocalBackend(
-                    ModelSource(name, config.dtype, config.device),
+                    ModelSource(str(config.model), config.dtype, config.device),
                     tier=tier.value,
                     max_batch=config.max_batch,
                 )

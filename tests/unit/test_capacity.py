@@ -19,7 +19,7 @@ profiles:
   - name: mixed
     description: a local small tier and two remote tiers
     tiers:
-      small: {type: embedded}
+      small: {type: transformers, model: packaged:smollm2-135m-instruct}
       medium: {type: openai, url: "http://127.0.0.1:9/v1", model: mid}
       large: {type: openai, url: "http://127.0.0.1:9/v1", model: big, mode: completions}
 """
@@ -94,6 +94,22 @@ def test_user_profile_file(tmp_path: Path) -> None:
     assert isinstance(medium, OpenAIBackend)
     assert isinstance(large, OpenAIBackend)
     assert (medium.model, large.mode) == ("mid", "completions")
+
+
+def test_tier_type_embedded_of_older_files_is_transformers_on_the_packaged_model(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "profiles.yaml"
+    path.write_text(
+        PROFILE_FILE.replace(
+            "{type: transformers, model: packaged:smollm2-135m-instruct}", "{type: embedded}"
+        )
+    )
+    with pytest.warns(DeprecationWarning, match="tier type 'embedded' is 'transformers'"):
+        profile = resolve_profile("mixed", files=[path])
+    small = profile.tiers[Capacity.SMALL]
+    assert (small.type, small.model) == ("transformers", "packaged:smollm2-135m-instruct")
+    assert small.parameters == resolve_profile("tiny").tiers[Capacity.SMALL].parameters
 
 
 def test_bad_profile_file_is_located(tmp_path: Path) -> None:

@@ -38,14 +38,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest, Message
-from lemon.backends.packaged import converted_packaged_model, packaged_model, quiet_transformers
+from lemon.backends.packaged import (
+    PACKAGED,
+    converted_packaged_model,
+    packaged_model,
+    quiet_transformers,
+)
 
 if TYPE_CHECKING:
     from lemon.backends.guided import GuidedLogits
 
-__all__ = ["DTYPES", "LocalBackend", "LocalModel", "ModelSource", "load_model"]
+__all__ = ["DTYPES", "PACKAGED", "LocalBackend", "LocalModel", "ModelSource", "load_model"]
 
-PACKAGED = "packaged:smollm2-135m-instruct"
 DTYPES = ("auto", "bfloat16", "float32", "float16", "float16-weights", "int8")
 """The dtypes an in-process model can run in (see :attr:`ModelSource.dtype`)."""
 

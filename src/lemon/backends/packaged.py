@@ -35,6 +35,8 @@ __all__ = [
     "quiet_transformers",
 ]
 
+PACKAGED = "packaged:smollm2-135m-instruct"
+"""The model name of the packaged SmolLM2-135M-Instruct (a transformers tier's ``model``)."""
 PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

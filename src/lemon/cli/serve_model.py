@@ -42,6 +42,7 @@ def served_backend(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def _profile_tier(args: argparse.Namespace) -> tuple[Any, str]:
+    from lemon.backends.packaged import PACKAGED
     from lemon.capacity import CapacityProfile, build_backends, resolve_profile
     from lemon.spec.models import Capacity
 
@@ -55,13 +56,14 @@ def _profile_tier(args: argparse.Namespace) -> tuple[Any, str]:
         raise UsageError(str(exc.args[0])) from None
     tier = Capacity(args.tier)
     config = profile.tiers[tier]
-    if config.type not in {"llamacpp", "embedded", "transformers"}:
+    if config.type not in {"llamacpp", "transformers"}:
         raise UsageError(
             f"tier {tier.value} of profile {profile.name} is a {config.type} backend; "
-            "serve-model serves in-process models (llamacpp, embedded, transformers)"
+            "serve-model serves in-process models (llamacpp, transformers)"
         )
     one = CapacityProfile.model_construct(name=profile.name, tiers={tier: config})
-    return build_backends(one)[tier], str(config.model or "SmolLM2-135M-Instruct")
+    served = "SmolLM2-135M-Instruct" if config.model in (None, PACKAGED) else str(config.model)
+    return build_backends(one)[tier], served
 
 
 def run(args: argparse.Namespace) -> int:
