@@ -23,11 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import fields, replace
 from typing import Any
 
 from lemon.backends.base import GenerationRequest, Message
-from lemon.backends.local import PACKAGED, ModelSource, load_model
+from lemon.backends.local import PACKAGED, LocalModel, ModelSource, load_model
 from lemon.data import Benchmark, split_items
 from lemon.policy.inference import DEFAULT_DECODING, extract_spec_text
 from lemon.policy.prompt import policy_messages
@@ -75,9 +76,17 @@ def _ratio_interval(
     ]
 
 
+class _StepStamped(LocalModel):
+    """The model with the (then mask-free) logits processor on unconstrained batches too, so
+    both sides' decode steps are stamped by the same code."""
+
+    def _guided(self, requests: Sequence[GenerationRequest]) -> bool:
+        return True
+
+
 def measure(tasks: int, max_tokens: int) -> dict[str, Any]:
-    model = load_model(ModelSource(PACKAGED))
-    model.record_steps = True
+    loaded = load_model(ModelSource(PACKAGED))
+    model = _StepStamped(**{f.name: getattr(loaded, f.name) for f in fields(loaded)})
     decoding = replace(DEFAULT_DECODING, max_tokens=max_tokens)
     grammar = SpecGrammar.build(budget=max_tokens)
     items = split_items(Benchmark.GSM8K, split="test")[:tasks]

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_batching import PROMPTS
 from bench_batching import run as run_batching
+from lemon.backends import quality
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.cpu_linear import fbgemm_runs_here
 from lemon.backends.local import PACKAGED, LocalBackend, ModelSource, load_model
@@ -57,7 +58,7 @@ def solutions(limit: int) -> list[list[dict[str, str]]]:
 def perplexity(dtype: str, chats: list[list[dict[str, str]]]) -> float:
     model = load_model(ModelSource(PACKAGED, dtype, "cpu"))
     texts = [model.tokenizer.apply_chat_template(chat, tokenize=False) for chat in chats]
-    return model.perplexity(texts)
+    return quality.perplexity(model, texts)
 
 
 async def invariance(dtype: str, max_tokens: int) -> list[bool]:

@@ -10,6 +10,7 @@ import pytest
 
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.local import PACKAGED, LocalBackend, ModelSource, load_model
+from lemon.backends.quality import perplexity
 
 pytestmark = pytest.mark.model
 
@@ -101,8 +102,8 @@ def test_weight_only_logits_track_the_float_model(
 @pytest.mark.parametrize("dtype", ["int8", "float16-weights"])
 def test_packaged_weight_only_keeps_bfloat16_perplexity(dtype: str) -> None:
     require_fbgemm(dtype)
-    converted = load_model(ModelSource(PACKAGED, dtype, "cpu")).perplexity(TEXTS)
-    bf16 = load_model(ModelSource(PACKAGED, "bfloat16", "cpu")).perplexity(TEXTS)
+    converted = perplexity(load_model(ModelSource(PACKAGED, dtype, "cpu")), TEXTS)
+    bf16 = perplexity(load_model(ModelSource(PACKAGED, "bfloat16", "cpu")), TEXTS)
     assert converted < 100  # a broken conversion gives perplexities in the thousands
     assert abs(converted - bf16) / bf16 < 0.05, (converted, bf16)
 

@@ -114,8 +114,6 @@ class LocalModel:
     _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
     last_guide: Any = None
     """The logits processor of the last constrained batch (its matchers, mask time, steps)."""
-    record_steps: bool = False
-    """Attach the (then mask-free) processor to unconstrained batches too, to time steps."""
 
     @property
     def name(self) -> str:
@@ -222,7 +220,7 @@ class LocalModel:
 
     def _guide(self, requests: Sequence[GenerationRequest], *, width: int) -> GuidedLogits | None:
         """A logits processor for the batch's constrained rows (None when there are none)."""
-        if all(r.constraint is None for r in requests) and not self.record_steps:
+        if not self._guided(requests):
             return None
         from lemon.backends.guided import GuidedLogits, guide_tokenizer, make_matcher
 
@@ -238,6 +236,12 @@ class LocalModel:
         self.last_guide = guide
         return guide
 
+    def _guided(self, requests: Sequence[GenerationRequest]) -> bool:
+        """Whether the batch decodes through a logits processor (it does when a row is
+        constrained; a benchmark may attach the then mask-free processor to every batch, to
+        stamp decode steps the same way on both sides)."""
+        return any(r.constraint is not None for r in requests)
+
     @functools.cached_property
     def _cache_argument(self) -> str:
         """``cache`` (transformers 5.24 renamed it) or ``past_key_values`` (older releases)."""
@@ -245,26 +249,6 @@ class LocalModel:
 
         parameters = inspect.signature(type(self.model).forward).parameters
         return "cache" if "cache" in parameters else "past_key_values"
-
-    def perplexity(self, texts: Sequence[str]) -> float:
-        """Per-token perplexity of ``texts``, each scored on its own (no padding); used to check
-        that a dtype (weight-only layers) keeps the model's quality."""
-        import math
-
-        import torch
-
-        total, count = 0.0, 0
-        with self.lock, torch.inference_mode():
-            for text in texts:
-                ids = self.tokenizer(text, return_tensors="pt")["input_ids"].to(self.model.device)
-                if ids.shape[1] < 2:
-                    continue
-                loss = self.model(input_ids=ids, labels=ids).loss
-                total += float(loss.float().item()) * (ids.shape[1] - 1)
-                count += ids.shape[1] - 1
-        if count == 0:
-            raise ValueError("perplexity needs at least one text of two or more tokens")
-        return math.exp(total / count)
 
     def score(
         self, messages: Sequence[Message], completions: Sequence[str]
