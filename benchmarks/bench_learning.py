@@ -2,7 +2,8 @@
 
 The environment is :mod:`lemon.learning.simulator_v2` (a simulator, not a benchmark: closed-form
 R_orch, optimum known, needs the task read). Each seed has its own SFT warm start (a small GRU
-encoder-decoder policy, :class:`lemon_train.simloop.GruPolicy`, initialised and trained with the
+encoder-decoder policy, :class:`simloop.GruPolicy` in benchmarks/simloop.py, initialised and
+trained with the
 seed, on its own draw of the simulator's stingy teacher rows: right roles and duties, each tier
 one too low with probability 0.6) and its own λ calibration on that warm start, so the
 bootstrap over seeds covers the warm start's variance as well as the sampling's. Then, per
@@ -20,7 +21,7 @@ sampling generator seed:
   ``two_way`` (calls counted with a reuse cache living for one generation batch, as the
   engine's cache would answer them; calibrated on the warm start's samples).
 
-The loop is :mod:`lemon_train.simloop` (the trainer's reward function and credit functions,
+The loop is benchmarks/simloop.py (the trainer's reward function and credit functions,
 TRL's dapo loss gradient at ratio 1; see there for what differs from ``lemon train grpo``).
 Every ``eval_every`` steps the greedy policy writes a spec for each of 64 fixed held-out tasks;
 its expected R over them, divided by their optimum R* (Σ R / Σ R*), is the curve. From it:
@@ -58,6 +59,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for _path in (ROOT, ROOT / "benchmarks"):  # tests.tiny_models; simloop beside this file
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 RESULTS = Path(__file__).resolve().parent / "results" / "learning-cpu-v2"
 HELD_OUT_SEED = 777
@@ -126,7 +132,7 @@ def simulator_figures(held: list[Any]) -> dict[str, Any]:
 
 def tokenizer_dir(work: Path) -> Path:
     """The policies' tokenizer (trained deterministically), saved under ``work``."""
-    from lemon_train.tiny_policy import train_tokenizer
+    from tests.tiny_models import train_tokenizer
 
     tok_dir = work / "tokenizer"
     train_tokenizer().save_pretrained(tok_dir)
@@ -142,7 +148,7 @@ def warm_start(
     from transformers import AutoTokenizer
 
     from lemon.learning import simulator_v2
-    from lemon_train.simloop import Encoder, GruPolicy, evaluate_greedy, sample, sft
+    from simloop import Encoder, GruPolicy, evaluate_greedy, sample, sft
 
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     encoder = Encoder(tokenizer)
@@ -226,7 +232,7 @@ def calibrate(args: argparse.Namespace, tok_dir: Path, base: Path, seed: int) ->
     from lemon.learning import simulator_v2
     from lemon.reward import RewardConfig
     from lemon_train.rewards import SimulatorV2Reward
-    from lemon_train.simloop import group_std, sample
+    from simloop import group_std, sample
 
     encoder, policy = _load(args, tok_dir, base)
     tasks = simulator_v2.make_tasks(16 if not args.quick else 2, seed=CALIBRATION_SEED + seed)
@@ -298,7 +304,7 @@ def _load(args: argparse.Namespace, tok_dir: Path, base: Path) -> tuple[Any, Any
     import torch
     from transformers import AutoTokenizer
 
-    from lemon_train.simloop import Encoder, GruPolicy
+    from simloop import Encoder, GruPolicy
 
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     policy = GruPolicy(len(tokenizer), hidden=args.hidden, bos=tokenizer.bos_token_id)
@@ -316,7 +322,7 @@ def run_arm(job: dict[str, Any]) -> dict[str, Any]:
     from lemon.learning import simulator_v2
     from lemon.reward import RewardConfig
     from lemon_train.rewards import SimulatorV2Reward
-    from lemon_train.simloop import ArmConfig, evaluate_greedy, grpo_step
+    from simloop import ArmConfig, evaluate_greedy, grpo_step
 
     args: argparse.Namespace = job["args"]
     seed, name = job["seed"], job["arm"]
@@ -561,7 +567,7 @@ def build_report(
     report: dict[str, Any] = {
         "benchmark": "learning",
         "environment": "simulator v2 (lemon.learning.simulator_v2), GRU policy, "
-        "lemon_train.simloop",
+        "benchmarks/simloop.py",
         "ratio": headline["ratio"]["ratio"],
         "ratio_ci95": headline["ratio"]["ratio_ci95"],
         "cost_ratio": headline["cost_ratio"]["ratio"],

@@ -50,7 +50,7 @@ def _grpo(out: Path) -> None:
     from lemon.learning.training_config import TrainingConfig
     from lemon.spec.formatting import format_spec
     from lemon_train import sft
-    from lemon_train.tiny_policy import tiny_policy_model
+    from tests.tiny_models import tiny_policy_model
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -61,7 +61,6 @@ __all__ = [
     "resolve_base",
     "save_version",
     "staging_dir",
-    "tiny_test_model",
     "trainer_arguments",
     "version_label",
 ]
@@ -155,76 +154,6 @@ def _adapter_base(meta: PolicyMetadata, location: str) -> str:
     if meta.base_model == location:
         raise TrainingError(f"base_model: {location}: adapter version names itself as its base")
     return meta.base_model
-
-
-def tiny_test_model(
-    directory: str | os.PathLike[str],
-    *,
-    hidden_size: int = 32,
-    layers: int = 2,
-    seed: int = 0,
-    tie_embeddings: bool = True,
-) -> Path:
-    """A tiny random Llama (float32) with the packaged SmolLM2 tokenizer, saved as an HF
-    directory: real chat template and vocabulary, a model that trains in seconds on CPU.
-
-    ``tie_embeddings=False`` gives the output layer weights of its own: a tied random model
-    greedily echoes its last input token (newlines after a chat prompt), an untied one writes
-    words, which tests of what a backend returns need.
-
-    Idempotent: an existing directory with ``config.json`` is returned as it is; otherwise the
-    model is written to a temporary sibling and renamed into place.
-    """
-    from lemon.backends.packaged import converted_packaged_model
-
-    target = Path(directory)
-    if (target / "config.json").is_file():
-        return target
-    tokenizer = AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
-    return save_tiny_llama(
-        target,
-        tokenizer,
-        hidden_size=hidden_size,
-        layers=layers,
-        max_positions=4096,
-        seed=seed,
-        tie_embeddings=tie_embeddings,
-    )
-
-
-def save_tiny_llama(
-    target: Path,
-    tokenizer: Any,
-    *,
-    hidden_size: int,
-    layers: int,
-    max_positions: int,
-    seed: int,
-    tie_embeddings: bool = True,
-) -> Path:
-    """A random Llama sized for ``tokenizer``, written with it to a temporary sibling of
-    ``target`` and renamed into place (a concurrent writer that wins the race is kept)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=tie_embeddings,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    with atomic.staged_directory(target, marker="config.json") as staging:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-    return target
 
 
 # ── where a run writes ───────────────────────────────────────────────────────────────────

@@ -1,4 +1,11 @@
-"""A tiny policy for the simulators on CPU: a small byte-level BPE tokenizer and a tiny Llama.
+"""Tiny models for tests and benchmarks (never shipped in the training job's package).
+
+- :func:`tiny_test_model`: a tiny random Llama with the packaged SmolLM2 tokenizer (real chat
+  template and vocabulary; trains in seconds on a CPU).
+- :func:`tiny_policy_model`: a tiny Llama with a small byte-level BPE tokenizer trained for the
+  simulators' prompts and specs, described below.
+
+A tiny policy for the simulators on CPU: a small byte-level BPE tokenizer and a tiny Llama.
 
 SmolLM2's 49k-token vocabulary makes the output layer (and TRL's per-token entropy over it)
 dominate a tiny model's step on a shared CPU, and a tiny model spelling ``capacity: large``
@@ -25,7 +32,14 @@ import random
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHAT_TEMPLATE", "synthetic_corpus", "tiny_policy_model", "train_tokenizer"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "save_tiny_llama",
+    "synthetic_corpus",
+    "tiny_policy_model",
+    "tiny_test_model",
+    "train_tokenizer",
+]
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
@@ -100,10 +114,8 @@ def tiny_policy_model(
     """A tiny random Llama with :func:`train_tokenizer`'s tokenizer, saved as an HF directory.
 
     Idempotent (an existing ``config.json`` is kept); written to a temporary sibling and
-    renamed into place, like :func:`lemon_train.common.tiny_test_model`.
+    renamed into place, like :func:`tiny_test_model`.
     """
-    from lemon_train.common import save_tiny_llama
-
     target = Path(directory)
     if (target / "config.json").is_file():
         return target
@@ -111,3 +123,78 @@ def tiny_policy_model(
     return save_tiny_llama(
         target, tokenizer, hidden_size=hidden_size, layers=layers, max_positions=1024, seed=seed
     )
+
+
+def tiny_test_model(
+    directory: str | os.PathLike[str],
+    *,
+    hidden_size: int = 32,
+    layers: int = 2,
+    seed: int = 0,
+    tie_embeddings: bool = True,
+) -> Path:
+    """A tiny random Llama (float32) with the packaged SmolLM2 tokenizer, saved as an HF
+    directory: real chat template and vocabulary, a model that trains in seconds on CPU.
+
+    ``tie_embeddings=False`` gives the output layer weights of its own: a tied random model
+    greedily echoes its last input token (newlines after a chat prompt), an untied one writes
+    words, which tests of what a backend returns need.
+
+    Idempotent: an existing directory with ``config.json`` is returned as it is; otherwise the
+    model is written to a temporary sibling and renamed into place.
+    """
+    from transformers import AutoTokenizer
+
+    from lemon.backends.packaged import converted_packaged_model
+
+    target = Path(directory)
+    if (target / "config.json").is_file():
+        return target
+    tokenizer = AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
+    return save_tiny_llama(
+        target,
+        tokenizer,
+        hidden_size=hidden_size,
+        layers=layers,
+        max_positions=4096,
+        seed=seed,
+        tie_embeddings=tie_embeddings,
+    )
+
+
+def save_tiny_llama(
+    target: Path,
+    tokenizer: Any,
+    *,
+    hidden_size: int,
+    layers: int,
+    max_positions: int,
+    seed: int,
+    tie_embeddings: bool = True,
+) -> Path:
+    """A random Llama sized for ``tokenizer``, written with it to a temporary sibling of
+    ``target`` and renamed into place (a concurrent writer that wins the race is kept)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lemon import atomic
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=tie_embeddings,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    with atomic.staged_directory(target, marker="config.json") as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+    return target
