@@ -21,7 +21,6 @@ def scripted_profiles(
     """A profiles file with one scripted profile (the labelled test double) on every tier."""
     tier = {
         "type": "scripted",
-        "max_concurrency": 64,
         "scripted": {
             "name": name,
             "latency_s": latency_s,
