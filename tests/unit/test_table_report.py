@@ -149,3 +149,24 @@ def test_a_team_still_being_built_is_named_not_silently_dropped(tmp_path: Path) 
     assert report["teams"] == ["single-small", "single-medium"]
     assert report["left_out"] == {"single-large": f"{covered}/20 items"}
     assert f"Left out (incomplete): single-large ({covered}/20 items)." in markdown(report)
+
+
+def test_fixed_teams_are_chosen_only_from_finished_tables(tmp_path: Path) -> None:
+    from lemon.policy.fixed import FALLBACK, TABLES
+    from lemon.tables.choice import choose_fixed_teams
+    from lemon.tables.digest import write_summary
+
+    table = _table(tmp_path / TABLES / "svamp-train", "train", 40, samples=False)
+    fallback = FALLBACK.get(TaskKind.MATH, ("single-large", "knowledge_expert"))
+    # stopped midway (no summary.json yet): the fallback, not a choice on whatever cells exist
+    partial = choose_fixed_teams(tmp_path)["math"]
+    assert (partial["team"], partial["source"]) == (fallback[0], None)
+    write_summary(table)
+    chosen = choose_fixed_teams(tmp_path)["math"]
+    # large solves 36 of the 40 (all but every tenth); medium only the 'how many' items, and
+    # R_orch's price of 300 tokens is far below one success
+    medium = sum(table.cells[(i, "single-medium")].success for i in table.items)
+    assert medium < 36
+    assert (chosen["team"], chosen["n"], chosen["accuracy"]) == ("single-large", 40, 0.9)
+    assert chosen["cost"] == chosen["large_cost"] == 300.0
+    assert chosen["source"] == f"{TABLES.as_posix()}/svamp-train/summary.json"

@@ -26,7 +26,9 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
     for kind in TaskKind:
         name = KIND_TABLES.get(kind)
         path = root / TABLES / name if name else None
-        if name is None or path is None or not (path / "table.json").is_file():
+        # a table counts once a build has finished it (summary.json): a partial one, stopped
+        # midway, would choose on whichever items its teams happened to reach
+        if name is None or path is None or not (path / "summary.json").is_file():
             team, role = FALLBACK.get(kind, ("single-large", "knowledge_expert"))
             out[kind.value] = {"team": team, "role": role, "source": None}
             continue
