@@ -55,8 +55,8 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from lemon.learning.simulator import make_tasks, synthetic_messages
     from lemon.learning.training_config import CounterfactualConfig
     from lemon.reward import RewardConfig
-    from lemon_train.common import load_model_and_tokenizer
     from lemon_train.grpo import CounterfactualGRPOTrainer
+    from lemon_train.loading import load_model_and_tokenizer
     from lemon_train.rewards import SyntheticReward
 
     path = tiny_policy_model(work / "tiny", hidden_size=args.hidden)

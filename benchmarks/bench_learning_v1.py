@@ -109,7 +109,7 @@ def invalid_rate(
     from lemon.learning.simulator import make_tasks, synthetic_messages
     from lemon.spec.issues import SpecError
     from lemon.spec.validation import parse_spec
-    from lemon_train.common import load_model_and_tokenizer
+    from lemon_train.loading import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(str(policy))
     tokenizer.padding_side = "left"

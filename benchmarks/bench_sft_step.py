@@ -47,7 +47,7 @@ def run(base_model: str, batch: int, length: int, steps: int, lora: bool) -> dic
     from transformers import TrainerCallback
 
     from lemon.learning.training_config import TrainingConfig
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
     from lemon_train.sft import build_trainer
 
     class StepTimer(TrainerCallback):  # type: ignore[misc]

@@ -230,7 +230,7 @@ def test_offsets_stay_exact_after_a_character_split_across_tokens() -> None:
 def test_byte_level_pieces_of_a_real_tokenizer(tiny_model: Path) -> None:
     """On the policy's own tokenizer, a non-ASCII duties string's tokens add up to its text and
     the capacity field's span lands on the tokens that spell it."""
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_model))
     pieces = byte_level_pieces(tokenizer)

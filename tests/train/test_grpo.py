@@ -52,7 +52,7 @@ def _row(task: Any) -> dict[str, Any]:
 
 
 def test_reward_credits_land_on_the_edited_field(tiny_policy: Path) -> None:
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_policy))
     task = make_tasks(1, seed=5)[0]
@@ -98,8 +98,8 @@ def _trainer(tiny_policy: Path, tmp_path: Path, lambda_cf: float) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig
 
-    from lemon_train.common import load_model_and_tokenizer
     from lemon_train.grpo import CounterfactualGRPOTrainer
+    from lemon_train.loading import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(str(tiny_policy))
     reward = SyntheticReward(
@@ -275,7 +275,7 @@ def test_grpo_rejects_bad_data_with_a_located_error(tmp_path: Path, tiny_policy:
 def test_engine_reward_executes_specs_and_reuses_calls_for_mutants(tiny_policy: Path) -> None:
     """EngineReward on the scripted profile (the engine's labelled test double): each valid spec
     runs through the real executor; mutants share the call cache, so unchanged agents are reused."""
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
     from lemon_train.rewards import EngineReward
 
     tokenizer = load_tokenizer(str(tiny_policy))
@@ -316,7 +316,7 @@ def test_engine_reward_scores_humaneval_in_the_sandbox(tiny_policy: Path, tmp_pa
     from lemon.data import split_items
     from lemon.learning.training_data import parse_data
     from lemon.tasks import item_prefills
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
     from lemon_train.rewards import EngineReward
     from lemon_train.task_rows import benchmark_rows
 
@@ -372,7 +372,7 @@ def test_grpo_benchmark_data_rows_and_located_errors() -> None:
     from lemon.learning.training_data import BenchmarkData
     from lemon.policy.prompt import policy_messages
     from lemon.tasks import task_text
-    from lemon_train.common import TrainingError
+    from lemon_train.errors import TrainingError
     from lemon_train.task_rows import load_tasks
 
     def rows_of(data: str) -> list[dict[str, object]]:
@@ -401,7 +401,7 @@ def test_grpo_benchmark_data_rows_and_located_errors() -> None:
 def test_mutation_kinds_and_the_counterfactual_switch(tiny_policy: Path) -> None:
     """``counterfactual.kinds`` limits the mutants; ``enabled: false`` leaves no span credit."""
     from lemon.spec.mutations import MutationKind
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_policy))
     task = make_tasks(1, seed=5)[0]
@@ -461,7 +461,7 @@ def test_two_way_credit_sweeps_tiers_and_lands_on_creating_tokens(tiny_policy: P
     from lemon.learning import simulator_v2 as v2
     from lemon.spec.models import Capacity
     from lemon.spec.mutations import PAPER_KINDS, TWO_WAY_KINDS
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
     from lemon_train.rewards import SimulatorV2Reward
 
     tokenizer = load_tokenizer(str(tiny_policy))

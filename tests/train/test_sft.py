@@ -24,7 +24,8 @@ import torch  # noqa: E402
 
 from lemon.learning.training_config import load_config  # noqa: E402
 from lemon.policy.version import read_policy  # noqa: E402
-from lemon_train.common import TrainingError, load_model_and_tokenizer  # noqa: E402
+from lemon_train.errors import TrainingError  # noqa: E402
+from lemon_train.loading import load_model_and_tokenizer  # noqa: E402
 from lemon_train.sft import build_trainer, run  # noqa: E402
 
 COMPLETE = ("model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")

@@ -8,16 +8,10 @@ from pathlib import Path
 import pytest
 
 from lemon.learning.training_config import TrainingConfig
-from lemon_train.common import (
-    TERMINATION_LIMIT,
-    TrainingError,
-    checkpoints_dir,
-    data_sha256,
-    latest_checkpoint,
-    staging_dir,
-    termination_message,
-)
+from lemon_train.checkpoints import checkpoints_dir, latest_checkpoint, staging_dir
 from lemon_train.distributed import DistributedError, current, init_from_env
+from lemon_train.errors import TrainingError
+from lemon_train.publishing import TERMINATION_LIMIT, data_sha256, termination_message
 from lemon_train.sft import load_rows
 from tests.train.conftest import run_train, sft_rows, train_env
 
@@ -173,7 +167,7 @@ def test_distributed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_base_model_errors_are_located(tmp_path: Path) -> None:
-    from lemon_train.common import resolve_base
+    from lemon_train.loading import resolve_base
 
     with pytest.raises(TrainingError, match=r"base_model: \./nowhere: no such directory"):
         resolve_base("./nowhere")

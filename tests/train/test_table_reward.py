@@ -52,7 +52,7 @@ def _reward(table: Table, tokenizer: Any, **kwargs: Any) -> Any:
 
 
 def test_table_rollouts_are_answered_from_the_table(table: Table, tiny_model: Path) -> None:
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_model))
     columns = _rows(table)
@@ -84,7 +84,7 @@ def test_table_rollouts_are_answered_from_the_table(table: Table, tiny_model: Pa
 
 
 def test_a_call_the_table_lacks_runs_live_and_counts_once(table: Table, tiny_model: Path) -> None:
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_model))
     columns = {k: v[:1] for k, v in _rows(table).items()}
@@ -100,7 +100,7 @@ def test_a_call_the_table_lacks_runs_live_and_counts_once(table: Table, tiny_mod
 
 def test_mutants_of_a_column_are_mostly_other_columns(table: Table, tiny_model: Path) -> None:
     """A downgraded large solver is the medium column: its Δc comes at no live call."""
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_model))
     columns = {k: v[:2] for k, v in _rows(table).items()}
@@ -125,7 +125,7 @@ def test_engine_reward_on_the_tiny_llamacpp_tiers(tiny_model: Path, tmp_path: Pa
     SmolLM2-135M on llama.cpp on every tier), scores it as evaluation does, and keeps its
     reuse cache to one batch (it used to grow for the whole training)."""
     from lemon.learning.training_data import BenchmarkData
-    from lemon_train.common import load_tokenizer
+    from lemon_train.loading import load_tokenizer
     from lemon_train.rewards import EngineReward
     from lemon_train.task_rows import benchmark_rows
 

@@ -74,8 +74,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"lemon train: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from lemon_train.common import TrainingError
     from lemon_train.distributed import DistributedError, current
+    from lemon_train.errors import TrainingError
 
     try:
         if config.stage == "sft":

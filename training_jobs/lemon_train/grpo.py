@@ -35,17 +35,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from lemon.learning.training_config import TrainingConfig
 from lemon.learning.training_data import TableData
-from lemon_train.common import (
-    AtomicCheckpointMixin,
-    MetricsCallback,
-    checkpoint_step,
-    load_model_and_tokenizer,
-    lora_config,
-    metrics_callback,
-    save_version,
-    start_run,
-    trainer_arguments,
-)
+from lemon_train.arguments import lora_config, trainer_arguments
+from lemon_train.checkpoints import AtomicCheckpointMixin, checkpoint_step, start_run
 from lemon_train.credit import (
     SpanCredit,
     byte_level_pieces,
@@ -55,6 +46,9 @@ from lemon_train.credit import (
     token_offsets,
 )
 from lemon_train.distributed import barrier
+from lemon_train.loading import load_model_and_tokenizer
+from lemon_train.progress import MetricsCallback, metrics_callback
+from lemon_train.publishing import save_version
 from lemon_train.rewards import (
     EngineReward,
     SimulatorV2Reward,

@@ -5,7 +5,7 @@ writes them: ``{"prompt": [messages], "completion": [{"role": "assistant", "cont
 "provenance": {...}}``). With prompt/completion data TRL computes the loss on completion tokens
 only (labels are -100 on the prompt), so the policy learns to write specs, not to echo the
 role library. Optional LoRA (peft), merged into the weights on publish unless ``lora.merge`` is
-false. Checkpoints appear atomically (:class:`~lemon_train.common.AtomicCheckpointMixin`) and a
+false. Checkpoints appear atomically (:class:`~lemon_train.checkpoints.AtomicCheckpointMixin`) and a
 rerun with the same ``output_dir`` resumes from the newest one.
 """
 
@@ -20,20 +20,13 @@ from trl import SFTConfig, SFTTrainer
 from lemon.jsonl import JsonLineError, json_lines
 from lemon.learning.training_config import TrainingConfig
 from lemon.learning.training_data import FileData, TrainingData, parse_data
-from lemon_train.common import (
-    AtomicCheckpointMixin,
-    MetricsCallback,
-    TrainingError,
-    checkpoint_step,
-    load_model_and_tokenizer,
-    lora_config,
-    metrics_callback,
-    quiet_stdout,
-    save_version,
-    start_run,
-    trainer_arguments,
-)
+from lemon_train.arguments import lora_config, trainer_arguments
+from lemon_train.checkpoints import AtomicCheckpointMixin, checkpoint_step, start_run
 from lemon_train.distributed import barrier
+from lemon_train.errors import TrainingError
+from lemon_train.loading import load_model_and_tokenizer
+from lemon_train.progress import MetricsCallback, metrics_callback, quiet_stdout
+from lemon_train.publishing import save_version
 
 __all__ = ["LemonSFTTrainer", "build_trainer", "load_rows", "run"]
 

@@ -27,7 +27,7 @@ from lemon.learning.training_data import (
     SyntheticV2Data,
     TableData,
 )
-from lemon_train.common import TrainingError
+from lemon_train.errors import TrainingError
 
 __all__ = ["RowKind", "benchmark_rows", "file_rows", "load_tasks", "table_rows"]
 
