@@ -61,8 +61,11 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
                 best = (reward, team, figures)
         if best is None:
             raise ValueError(f"{path}: no item has a cell for every team of {teams}")
-        large = [table.cells[(i, "single-large")].priced for i in items
-                 if (i, "single-large") in table.cells]  # fmt: skip
+        # one large agent: the solver column, or MMLU's short-format expert where that is the
+        # table's one-agent column on the large tier
+        alone = next((t for t in ("single-large", "quick-large") if t in table.teams), None)
+        large = [table.cells[(i, alone)].priced for i in items
+                 if alone is not None and (i, alone) in table.cells]  # fmt: skip
         out[kind.value] = {
             "team": best[1],
             **best[2],
