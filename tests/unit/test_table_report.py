@@ -170,3 +170,22 @@ def test_fixed_teams_are_chosen_only_from_finished_tables(tmp_path: Path) -> Non
     assert (chosen["team"], chosen["n"], chosen["accuracy"]) == ("single-large", 40, 0.9)
     assert chosen["cost"] == chosen["large_cost"] == 300.0
     assert chosen["source"] == f"{TABLES.as_posix()}/svamp-train/summary.json"
+
+
+def test_teams_left_out_by_choice_are_not_called_incomplete(tmp_path: Path) -> None:
+    table = _table(tmp_path / "svamp-test", "test", 20, samples=False)
+    report = table_report(table, teams=["single-small", "single-medium"])
+    # single-large answered every item: the caller left it out, the build did not
+    assert report["left_out"] == {}
+    # with no one-large-agent column compared, no cost is quoted against it
+    assert all(m["cost_vs_large"] is None for m in report["methods"].values())
+    full = table_report(table)
+    assert full["methods"]["single-medium"]["cost_vs_large"] == round(100 / 300, 4)
+
+
+def test_the_large_reference_is_the_short_format_expert_on_mmlu() -> None:
+    from lemon.policy.columns import large_alone
+
+    assert large_alone(["quick-small", "quick-medium", "quick-large"]) == "quick-large"
+    assert large_alone(["single-large", "quick-large"]) == "single-large"
+    assert large_alone(["pot-large", "verify-medium-large"]) is None

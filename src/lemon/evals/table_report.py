@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from lemon.evals import curves
 from lemon.evals.routers import KnnRouter, LogisticRouter, auroc, route, route_curve, shuffled
+from lemon.policy.columns import large_alone
 from lemon.reward import RewardConfig
 from lemon.tables.store import Table
 
@@ -110,7 +111,8 @@ def _sample_methods(data: TableData) -> list[Method]:
     table, items = data.table, data.items
     samples = _samples(table, items)
     methods: list[Method] = []
-    large = data.column("single-large") if "single-large" in data.teams else None
+    alone = large_alone(data.teams)
+    large = data.column(alone) if alone is not None else None
     for k in range(1, len(samples) + 1):
         success, cost, agreed = [], [], []
         for item in items:
@@ -311,9 +313,8 @@ def table_report(
     for path in policies or []:
         methods.append(_policy_method(path, data))
     best = int(np.argmax([m.success.mean() - 1e-9 * m.cost.mean() for m in fixed]))
-    large = (
-        float(data.cost[:, data.column("single-large")].mean()) if "single-large" in teams else 0.0
-    )
+    alone = large_alone(teams)
+    large = float(data.cost[:, data.column(alone)].mean()) if alone is not None else 0.0
     fails = data.success[:, cheap] < 0.5
     summaries: dict[str, Any] = {}
     for method in methods:
@@ -331,7 +332,9 @@ def table_report(
         "left_out": {  # the table's greedy teams not compared: not (yet) answered every item
             t: f"{len(test.covered(t))}/{len(test.meta.items)} items"
             for t in test.meta.teams
-            if t not in teams and not t.startswith("sample-")
+            if t not in teams
+            and not t.startswith("sample-")
+            and len(test.covered(t)) < len(test.meta.items)
         },
         "cheap_team": data.teams[cheap],
         "cheap_team_fails": round(float(fails.mean()), 4),

@@ -31,7 +31,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from lemon.spec.models import Capacity, Spec
 from lemon.tasks import TaskKind
 
-__all__ = ["COLUMNS", "SAMPLE_TEMPERATURE", "Column", "column", "columns"]
+__all__ = [
+    "COLUMNS",
+    "LARGE_ALONE",
+    "SAMPLE_TEMPERATURE",
+    "Column",
+    "column",
+    "columns",
+    "large_alone",
+]
 
 SAMPLE_TEMPERATURE = 0.7
 """Temperature of the sampled columns (as ``lemon eval``'s self-consistency baselines)."""
@@ -201,3 +209,14 @@ def column(name: str) -> Column:
 
 def columns(names: Iterable[str]) -> list[Column]:
     return [column(name) for name in names]
+
+
+LARGE_ALONE = ("single-large", "quick-large")
+"""The columns that are one agent on the large tier: the reference cost figures are quoted
+against (MMLU's tables hold the short-format ``quick-large`` and no ``single-large``)."""
+
+
+def large_alone(teams: Iterable[str]) -> str | None:
+    """The first of :data:`LARGE_ALONE` among ``teams``, or None."""
+    present = set(teams)
+    return next((name for name in LARGE_ALONE if name in present), None)

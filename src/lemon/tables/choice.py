@@ -17,7 +17,7 @@ __all__ = ["choose_fixed_teams"]
 
 def choose_fixed_teams(root: Path) -> dict[str, Any]:
     """Recompute ``fixed_teams.json`` from the train tables under ``root`` (the repository)."""
-    from lemon.policy.columns import column
+    from lemon.policy.columns import column, large_alone
     from lemon.reward import RewardConfig, orchestration_reward
     from lemon.tables.store import Table
 
@@ -61,9 +61,7 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
                 best = (reward, team, figures)
         if best is None:
             raise ValueError(f"{path}: no item has a cell for every team of {teams}")
-        # one large agent: the solver column, or MMLU's short-format expert where that is the
-        # table's one-agent column on the large tier
-        alone = next((t for t in ("single-large", "quick-large") if t in table.teams), None)
+        alone = large_alone(table.teams)
         large = [table.cells[(i, alone)].priced for i in items
                  if alone is not None and (i, alone) in table.cells]  # fmt: skip
         out[kind.value] = {
