@@ -336,6 +336,7 @@ def table_report(
             and not t.startswith("sample-")
             and len(test.covered(t)) < len(test.meta.items)
         },
+        "policy_runs": [str(path) for path in policies or []],
         "cheap_team": data.teams[cheap],
         "cheap_team_fails": round(float(fails.mean()), 4),
         "best_fixed": teams[best],
