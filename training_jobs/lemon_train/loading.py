@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from lemon.learning.training_config import PACKAGED_BASE
 from lemon.policy.version import METADATA_FILE, PolicyMetadata, PolicyVersionError, read_policy
@@ -52,7 +57,7 @@ def resolve_base(base_model: str) -> tuple[str, PolicyMetadata | None]:
     return base_model, None
 
 
-def load_tokenizer(base_model: str) -> Any:
+def load_tokenizer(base_model: str) -> PreTrainedTokenizerBase:
     """The tokenizer of ``base_model`` (see :func:`resolve_base`), with a pad token set."""
     location, _ = resolve_base(base_model)
     tokenizer = AutoTokenizer.from_pretrained(location)
@@ -63,7 +68,7 @@ def load_tokenizer(base_model: str) -> Any:
 
 def load_model_and_tokenizer(
     base_model: str, *, dtype: torch.dtype | str | None = None
-) -> tuple[Any, Any]:
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A causal LM and its tokenizer from ``'packaged'``, an HF id, an HF directory or a policy
     version (full weights, or a LoRA adapter applied to its own ``base_model`` and merged, so the
     caller always gets a plain model it can fine-tune or wrap in a new adapter)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from lemon.learning.training_config import TrainingConfig
 from lemon_train.checkpoints import staging_dir
@@ -45,7 +45,12 @@ class MetricsCallback(TrainerCallback):
         self.history: list[dict[str, Any]] = []
 
     def on_log(
-        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **_: Any,
     ) -> None:
         if not logs:
             return
@@ -66,7 +71,7 @@ def _short(value: Any) -> Any:
     return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
-def quiet_stdout(trainer: Any) -> None:
+def quiet_stdout(trainer: Trainer) -> None:
     """Drop the HF printer/progress callbacks so stdout carries only what the CLI prints."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 

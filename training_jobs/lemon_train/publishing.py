@@ -9,7 +9,7 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lemon import atomic
 from lemon.learning.training_config import PACKAGED_BASE, TrainingConfig
@@ -22,6 +22,9 @@ from lemon.policy.version import (
     write_metadata,
 )
 from lemon_train.progress import jsonable
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, Trainer
 
 __all__ = [
     "RESULT_FILE",
@@ -60,8 +63,8 @@ def version_label(config: TrainingConfig) -> str:
 
 
 def save_version(
-    trainer: Any,
-    tokenizer: Any,
+    trainer: Trainer,
+    tokenizer: PreTrainedTokenizerBase,
     staging: Path,
     config: TrainingConfig,
     *,

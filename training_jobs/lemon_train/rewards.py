@@ -28,7 +28,7 @@ import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lemon.data.items import Item
 from lemon.learning.simulator import SyntheticTask, evaluate, optimal
@@ -43,6 +43,11 @@ from lemon.spec.roles import default_roles
 from lemon.spec.spans import span_to_token_indices
 from lemon.spec.validation import ParsedSpec, parse_spec
 from lemon_train.credit import MutantScore, SpanCredit, field_credits, token_offsets
+
+if TYPE_CHECKING:
+    from lemon.backends.base import Backend
+    from lemon.learning import simulator, simulator_v2
+    from lemon.tables.replay import TableCalls
 
 __all__ = [
     "BatchStats",
@@ -301,7 +306,7 @@ class _CountedCalls:
                 stats.worker_calls += 1
 
 
-def simulated_outcome(result: Any) -> Outcome:
+def simulated_outcome(result: simulator.Evaluation | simulator_v2.Evaluation) -> Outcome:
     """The outcome of a simulator's evaluation (either simulator's ``Evaluation``)."""
     return Outcome(
         success=result.success,
@@ -351,7 +356,7 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
     """R_orch from simulator v2 (:mod:`lemon.learning.simulator_v2`): sampled success with
     the task's own draws, so a spec and its mutants share them (common random numbers)."""
 
-    _tasks: dict[Any, Any] = {}  # noqa: RUF012 - replaced per instance, never mutated
+    _tasks: dict[tuple[object, object, object], simulator_v2.Task] = {}  # noqa: RUF012 - replaced per instance, never mutated
 
     async def score(self, index: int, parsed: ParsedSpec, row: Mapping[str, Any]) -> Outcome:
         return self._outcome(parsed.spec, parsed.output, row)
@@ -361,7 +366,7 @@ class SimulatorV2Reward(_CountedCalls, SpecReward):
     ) -> Outcome:
         return self._outcome(mutation.spec, mutation.spec.output or parsed.output, row)
 
-    def _task(self, row: Mapping[str, Any]) -> Any:
+    def _task(self, row: Mapping[str, Any]) -> simulator_v2.Task:
         from lemon.learning import simulator_v2
 
         key = (row.get("id"), row.get("needs"), row.get("draws"))
@@ -407,9 +412,9 @@ class EngineReward(SpecReward):
 
         self.profile = resolve_profile(profile, files=[profiles_file] if profiles_file else [])
         self.cache = CallCache()
-        self._backends: Any = None
+        self._backends: dict[Capacity, Backend] | None = None
 
-    def _get_backends(self) -> Any:
+    def _get_backends(self) -> dict[Capacity, Backend]:
         if self._backends is None:
             from lemon.backends.callcache import open_default_cache, wrap_backends
             from lemon.capacity import build_backends
@@ -525,10 +530,10 @@ class TableReward(EngineReward):
             )
         self.live = live
         self.cache = None  # type: ignore[assignment]  # the table's call store dedups
-        self._store: Any = None
+        self._store: TableCalls | None = None
         self._counted = 0
 
-    def _get_backends(self) -> Any:
+    def _get_backends(self) -> dict[Capacity, Backend]:
         if self._backends is None:
             from lemon.capacity import build_backends
             from lemon.tables.replay import table_backends
