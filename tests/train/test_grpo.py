@@ -247,6 +247,14 @@ def test_lemon_train_grpo_publishes_a_version_with_delta_metrics(
         assert entry["agent"], entry
         assert entry["spans"], entry
         assert all(0 <= start < end <= len(text) for start, end in entry["spans"]), entry
+    # the credit reaches the loss: on every step whose executed mutants put credit on a span,
+    # the span terms carry part of the gradient (0 if TRL stopped calling the overridden
+    # methods, or called them and dropped the 2-D advantages)
+    credited = {row["step"] for row in credit if any(s["credit"] for s in row["samples"])}
+    assert credited, credit
+    by_step = {row["step"]: row for row in steps}
+    assert all(by_step[step]["cf/span_share"] > 0 for step in credited), (credited, steps)
+    assert all(by_step[step]["cf/span_tokens"] > 0 for step in credited), (credited, steps)
     result = json.loads(log.read_text())
     assert result["stage"] == "grpo"
     assert result["policy"] == str(output.resolve())
