@@ -566,3 +566,44 @@ def test_lemon_train_grpo_on_simulator_v2_with_two_way_edits(
     assert all(0.0 <= row["cf/span_share"] <= 1.0 for row in steps)
     assert any(row.get("worker_calls", 0) > 0 for row in steps), steps
     assert read_policy(output).metrics["kinds"][-1] == "remove_agent"
+
+
+def test_generation_through_vllm_sets_trls_vllm_arguments(tmp_path: Path) -> None:
+    from lemon_train.grpo import grpo_arguments
+
+    def config(**generation: Any) -> TrainingConfig:
+        return TrainingConfig.model_validate(
+            {"stage": "grpo", "data": "synthetic:4", "output_dir": str(tmp_path / "o"),
+             "generation": generation}
+        )  # fmt: skip
+
+    plain = grpo_arguments(config())
+    assert plain.use_vllm is False
+    server = grpo_arguments(
+        config(backend="vllm", vllm_mode="server", vllm_server_base_url="http://vllm:8000")
+    )
+    assert (server.use_vllm, server.vllm_mode, server.vllm_server_base_url) == (
+        True,
+        "server",
+        "http://vllm:8000",
+    )
+    colocate = grpo_arguments(config(backend="vllm", vllm_gpu_memory_utilization=0.45))
+    assert (colocate.use_vllm, colocate.vllm_mode) == (True, "colocate")
+    assert colocate.vllm_gpu_memory_utilization == 0.45
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without CUDA")
+def test_vllm_generation_on_a_machine_without_cuda_fails_before_loading(tmp_path: Path) -> None:
+    output = tmp_path / "policy" / "v"
+    path = tmp_path / "grpo.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"stage": "grpo", "data": "synthetic:4", "output_dir": str(output),
+             "generation": {"backend": "vllm", "vllm_mode": "colocate"}}
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    done = run_train("grpo", "--config", str(path), env=train_env())
+    assert done.returncode != 0
+    assert "generation.backend: vllm needs a CUDA device; this machine has none" in done.stderr
+    assert not list(tmp_path.glob("policy/*")), "nothing is written for a run that cannot start"

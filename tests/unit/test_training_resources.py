@@ -220,3 +220,57 @@ def test_rendered_config_round_trips_through_the_training_config_model() -> None
     built = manifests.build_training_config_map("router-sft", namespace="n", uid="u", config=config)
     assert TrainingConfig.model_validate(yaml.safe_load(built["data"]["train.yaml"])) == config
     assert built["metadata"]["ownerReferences"][0]["kind"] == "LemonTraining"
+
+
+def test_grpo_generation_through_vllm_renders_into_the_training_config() -> None:
+    server = TrainingSpec.model_validate(
+        minimal(
+            stage="grpo",
+            generation={"backend": "vllm", "vllmMode": "server",
+                        "vllmServerBaseUrl": "http://policy-vllm:8000"},
+        )
+    )  # fmt: skip
+    gen = training_config(server, version="v1").generation
+    assert (gen.backend, gen.vllm_mode, gen.vllm_server_base_url) == (
+        "vllm",
+        "server",
+        "http://policy-vllm:8000",
+    )
+    colocate = TrainingSpec.model_validate(
+        minimal(stage="grpo", generation={"backend": "vllm", "vllmGpuMemoryUtilization": 0.5})
+    )
+    gen = training_config(colocate, version="v1").generation
+    assert (gen.vllm_mode, gen.vllm_gpu_memory_utilization) == ("colocate", 0.5)
+    assert (
+        training_config(TrainingSpec.model_validate(minimal()), version="v1").generation
+        == (
+            TrainingConfig.model_validate({"stage": "sft", "data": "x.jsonl", "output_dir": "o"})
+        ).generation
+    )  # the default: the trainer's own generate
+    schema = crd("LemonTraining")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    fields = schema["properties"]["spec"]["properties"]["generation"]["properties"]
+    assert fields["vllmMode"]["enum"] == ["colocate", "server"]
+
+
+@pytest.mark.parametrize(
+    ("generation", "stage", "message"),
+    [
+        ({"backend": "vllm", "vllmMode": "server"}, "grpo", "needs vllm_server_base_url"),
+        (
+            {"backend": "vllm", "vllmServerBaseUrl": "http://v:8000"},
+            "grpo",
+            "for vllm_mode server, not colocate",
+        ),
+        ({"vllmServerBaseUrl": "http://v:8000"}, "grpo", "needs backend: vllm"),
+        ({"backend": "vllm", "vllmMode": "server", "vllmServerBaseUrl": "v:8000"}, "grpo", "match"),
+        ({"backend": "vllm"}, "sft", "SFT samples nothing"),
+        ({"backend": "sglang"}, "grpo", "backend"),
+    ],
+)
+def test_a_generation_that_cannot_work_is_refused_with_its_field(
+    generation: dict[str, Any], stage: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        training_config(
+            TrainingSpec.model_validate(minimal(stage=stage, generation=generation)), version="v1"
+        )

@@ -46,6 +46,7 @@ from lemon_train.credit import (
     token_offsets,
 )
 from lemon_train.distributed import barrier
+from lemon_train.errors import TrainingError
 from lemon_train.loading import load_model_and_tokenizer
 from lemon_train.progress import MetricsCallback, metrics_callback
 from lemon_train.publishing import save_version
@@ -270,10 +271,45 @@ def record_credit(
         handle.write(json.dumps({"step": step, "samples": samples}, ensure_ascii=False) + "\n")
 
 
+def vllm_arguments(config: TrainingConfig) -> dict[str, Any]:
+    """``GRPOConfig``'s vLLM keywords for ``config.generation`` (none for transformers)."""
+    gen = config.generation
+    if gen.backend != "vllm":
+        return {"use_vllm": False}
+    out: dict[str, Any] = {"use_vllm": True, "vllm_mode": gen.vllm_mode}
+    if gen.vllm_mode == "server":
+        out["vllm_server_base_url"] = gen.vllm_server_base_url
+    else:
+        out["vllm_gpu_memory_utilization"] = gen.vllm_gpu_memory_utilization
+        out["vllm_tensor_parallel_size"] = gen.vllm_tensor_parallel_size
+    return out
+
+
+def check_generation(config: TrainingConfig) -> None:
+    """Refuse, before any model is loaded, a vLLM backend this machine cannot run: vLLM needs
+    a CUDA device and the ``vllm`` package (neither is on the CPU machines LEMON is tested on,
+    so there only this check and the keywords above are exercised)."""
+    import importlib.util
+
+    if config.generation.backend != "vllm":
+        return
+    if not torch.cuda.is_available():
+        raise TrainingError(
+            "generation.backend: vllm needs a CUDA device; this machine has none "
+            "(use backend: transformers, the default, or give the pods nvidia.com/gpu)"
+        )
+    if importlib.util.find_spec("vllm") is None:
+        raise TrainingError(
+            "generation.backend: vllm needs the vllm package in the training image "
+            "(pip install vllm; TRL's GRPOTrainer imports it)"
+        )
+
+
 def grpo_arguments(config: TrainingConfig) -> GRPOConfig:
     hp = config.hyperparameters
     return GRPOConfig(
         **trainer_arguments(config),
+        **vllm_arguments(config),
         per_device_train_batch_size=hp.per_device_batch_size * hp.group_size,
         num_generations=hp.group_size,
         max_completion_length=hp.max_completion_length,
@@ -396,6 +432,7 @@ def summarise(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(config: TrainingConfig) -> Path:
     """Train, publish the version at ``config.output_dir`` (rank 0) and return its path."""
+    check_generation(config)
     info, staging, resume, metrics_path = start_run(config, "grpo")
     trainer, metrics, tokenizer = build_trainer(
         config, metrics_path=metrics_path, is_main=info.is_main

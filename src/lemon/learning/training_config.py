@@ -32,6 +32,7 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -43,6 +44,7 @@ __all__ = [
     "PACKAGED_BASE",
     "ConfigError",
     "CounterfactualConfig",
+    "GenerationConfig",
     "HyperParameters",
     "LoraConfig",
     "TrainingConfig",
@@ -141,6 +143,44 @@ class CounterfactualConfig(_Config):
     max_mutants: int = Field(default=2, ge=1, le=64, description="Mutants per valid spec (K).")
 
 
+class GenerationConfig(_Config):
+    """How GRPO samples its specs: in the trainer (transformers' ``generate``, the default and
+    the only backend a CPU machine runs), or through vLLM the way TRL does (``use_vllm``):
+    ``colocate`` runs vLLM inside each training process on its GPU, sharing its memory;
+    ``server`` sends prompts to a ``trl vllm-serve`` server that receives the new weights after
+    every optimiser step. Either way the completions come back as token ids and the span credit
+    is applied to them unchanged."""
+
+    backend: Literal["transformers", "vllm"] = "transformers"
+    vllm_mode: Literal["colocate", "server"] = Field(
+        default="colocate", description="vLLM only: in the training processes, or a server."
+    )
+    vllm_server_base_url: (
+        Annotated[str, StringConstraints(max_length=2048, pattern=r"^https?://[^\s/]+(:\d+)?/?$")]
+        | None
+    ) = Field(
+        default=None,
+        description="vLLM server mode: the `trl vllm-serve` server, e.g. http://policy-vllm:8000.",
+    )
+    vllm_gpu_memory_utilization: float = Field(
+        default=0.3, gt=0, le=1, description="vLLM colocate mode: its share of each GPU."
+    )
+    vllm_tensor_parallel_size: int = Field(
+        default=1, ge=1, le=64, description="vLLM colocate mode: GPUs per vLLM engine."
+    )
+
+    @model_validator(mode="after")
+    def _mode_fits(self) -> GenerationConfig:
+        if self.backend == "transformers":
+            if self.vllm_server_base_url is not None:
+                raise ValueError("vllm_server_base_url needs backend: vllm")
+        elif self.vllm_mode == "server" and self.vllm_server_base_url is None:
+            raise ValueError("vllm_mode server needs vllm_server_base_url")
+        elif self.vllm_mode == "colocate" and self.vllm_server_base_url is not None:
+            raise ValueError("vllm_server_base_url is for vllm_mode server, not colocate")
+        return self
+
+
 class TrainingConfig(_Config):
     stage: Literal["sft", "grpo"]
     base_model: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
@@ -186,6 +226,9 @@ class TrainingConfig(_Config):
     lora: LoraConfig | None = None
     hyperparameters: HyperParameters = Field(default_factory=HyperParameters)
     counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)
+    generation: GenerationConfig = Field(
+        default_factory=GenerationConfig, description="GRPO: how specs are sampled."
+    )
     rewards: RewardConfig = Field(default_factory=RewardConfig)
     profile: str = Field(
         default="embedded", description="Capacity profile that executes sampled specs (GRPO)."
@@ -194,6 +237,12 @@ class TrainingConfig(_Config):
     metrics_file: str = "metrics.jsonl"
     termination_log: str = "/dev/termination-log"
     resume: bool = True
+
+    @model_validator(mode="after")
+    def _generation_is_grpo(self) -> TrainingConfig:
+        if self.stage == "sft" and self.generation.backend != "transformers":
+            raise ValueError("generation: SFT samples nothing (generation.backend is for grpo)")
+        return self
 
 
 class ConfigError(ValueError):

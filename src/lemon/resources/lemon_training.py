@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 from lemon.learning.training_config import (
     PACKAGED_BASE,
     CounterfactualConfig,
+    GenerationConfig,
     HyperParameters,
     LoraConfig,
     TrainingConfig,
@@ -98,6 +99,13 @@ class Counterfactual(CounterfactualConfig):
     )
 
 
+class Generation(GenerationConfig):
+    """How GRPO samples specs: ``transformers`` (default) or ``vllm`` in ``colocate`` mode (on
+    the pods' GPUs: give them ``nvidia.com/gpu`` in ``resources``) or ``server`` mode."""
+
+    model_config = _CAMEL
+
+
 _Modules = list[Annotated[str, StringConstraints(min_length=1, max_length=128)]]
 
 
@@ -167,6 +175,7 @@ class TrainingSpec(_Camel):
     output: OutputLocation = Field(description="Where the produced version is written.")
     hyperparameters: HyperParameters = Field(default_factory=HyperParameters)
     counterfactual: Counterfactual = Field(default_factory=Counterfactual)
+    generation: Generation = Field(default_factory=Generation)
     rewards: Rewards = Field(default_factory=Rewards)
     lora: Lora | None = Field(default=None, description="LoRA instead of full fine-tuning.")
     profile: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
@@ -273,6 +282,7 @@ def training_config(
         counterfactual=CounterfactualConfig.model_validate(
             spec.counterfactual.model_dump(by_alias=False)
         ),
+        generation=GenerationConfig.model_validate(spec.generation.model_dump(by_alias=False)),
         rewards=RewardConfig.model_validate(spec.rewards.model_dump(by_alias=False)),
         profile=spec.profile,
     )
