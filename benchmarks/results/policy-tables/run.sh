@@ -46,9 +46,11 @@ for stage in "$@"; do
       lemon eval --policy "policies/tables/$bench-$name" --table "$tables/$bench-test" \
         --limit "${LEMON_EVAL_LIMIT:-0}" --max-tokens 300 --policy-attempts 1 --policy-max-tokens 96 --concurrency 8 \
         --out "$out/evals" --name "$name" -q ;;
-    report)
+    report)  # routers and baselines always; the policy's evaluations where there are some
       runs=()
-      for dir in "$out"/evals/*/; do runs+=(--policy-run "$dir"); done
+      for dir in "$out"/evals/*/; do [ -d "$dir" ] && runs+=(--policy-run "$dir"); done
+      case "$bench" in mmlu) runs+=(--cheap-team quick-medium) ;; esac
+      mkdir -p "$out"
       lemon report "$tables/$bench-test" "${runs[@]}" --json > "$out/report.json"
       lemon report "$tables/$bench-test" "${runs[@]}" --markdown "$out/report.md" --png "$out/report.png" >/dev/null ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
