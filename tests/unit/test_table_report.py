@@ -189,3 +189,26 @@ def test_the_large_reference_is_the_short_format_expert_on_mmlu() -> None:
     assert large_alone(["quick-small", "quick-medium", "quick-large"]) == "quick-large"
     assert large_alone(["single-large", "quick-large"]) == "single-large"
     assert large_alone(["pot-large", "verify-medium-large"]) is None
+
+
+def test_a_team_still_being_built_in_a_finished_table_is_not_chosen(tmp_path: Path) -> None:
+    from lemon.policy.fixed import TABLES
+    from lemon.tables.choice import choose_fixed_teams
+    from lemon.tables.digest import write_summary
+
+    table = _table(tmp_path / TABLES / "svamp-train", "train", 40, samples=False)
+    write_summary(table)
+    # a later plan line extends the finished table: single-large has answered 5 items so far
+    kept = set(table.meta.items[:5])
+    lines = (table.path / "cells.jsonl").read_text().splitlines()
+    (table.path / "cells.jsonl").write_text(
+        "".join(
+            line + "\n"
+            for line in lines
+            if json.loads(line)["team"] != "single-large" or json.loads(line)["item"] in kept
+        )
+    )
+    chosen = choose_fixed_teams(tmp_path)["math"]
+    # chosen among the complete teams on every item, not among all three on the 5
+    assert (chosen["team"], chosen["n"]) == ("single-medium", 40)
+    assert chosen["large_cost"] is None

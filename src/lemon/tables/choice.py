@@ -33,7 +33,14 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
             out[kind.value] = {"team": team, "role": role, "source": None}
             continue
         table = Table.open(path)
-        teams = [t for t in table.teams if not column(t).sampled and column(t).applies_to(kind)]
+        # the greedy teams that answered every item: a team still being built (a later plan line
+        # extending the table) is not chosen from, nor does it shrink the others' items
+        complete = set(table.complete_teams())
+        teams = [
+            t
+            for t in table.teams
+            if t in complete and not column(t).sampled and column(t).applies_to(kind)
+        ]
         items = [i for i in table.items if all((i, t) in table.cells for t in teams)]
         teams = [t for t in teams if items] or []
         best: tuple[float, str, dict[str, Any]] | None = None
@@ -61,7 +68,7 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
                 best = (reward, team, figures)
         if best is None:
             raise ValueError(f"{path}: no item has a cell for every team of {teams}")
-        alone = large_alone(table.teams)
+        alone = large_alone(t for t in table.teams if t in complete)
         large = [table.cells[(i, alone)].priced for i in items
                  if alone is not None and (i, alone) in table.cells]  # fmt: skip
         out[kind.value] = {
