@@ -254,3 +254,60 @@ def test_the_table_commands_build_extend_show_and_verify(tmp_path: Path) -> None
                       "--teams", "single-medium", "--profile", "scripted", env=env)  # fmt: skip
     assert other.returncode == 2
     assert "is svamp/train, not mmlu/train" in other.stderr
+
+
+class _Reworded(ScriptedBackend):
+    """The same model (same identity) answering the same prompt differently, as greedy llama.cpp
+    does under another batching."""
+
+    async def generate(self, request):  # type: ignore[no-untyped-def]
+        found = await super().generate(request)
+        return type(found)("Reworded: the answer is 4242.", found.prompt_tokens, 7, "stop")
+
+
+def test_extending_a_table_reads_the_calls_it_holds_instead_of_asking_again(
+    tmp_path: Path,
+) -> None:
+    items = _items()[:2]
+    backends = _backends(items, PersistentCallCache(tmp_path / "first.sqlite"))
+    table = _table(tmp_path / "t", items, backends)
+    first = asyncio.run(
+        build_table(
+            table, items, columns(["single-medium"]), backends=backends,
+            identities={t: m.identity for t, m in table.meta.models.items()},
+            settings=ItemSettings(worker_max_tokens=64, deadline_s=60),
+            prices=DEFAULT_TIER_PRICES,
+        )
+    )  # fmt: skip
+    assert first.added == 2
+    # a later build, on another machine's empty cache, whose medium tier would answer anew
+    medium = backends[Capacity.MEDIUM]
+    assert isinstance(medium, CachedBackend)
+    scripted = medium.inner
+    assert isinstance(scripted, ScriptedBackend)
+    again = dict(backends)
+    again[Capacity.MEDIUM] = CachedBackend(
+        _Reworded(scripted.config, tier="medium"), PersistentCallCache(tmp_path / "second.sqlite")
+    )
+    assert again[Capacity.MEDIUM].identity() == medium.identity()  # type: ignore[attr-defined]
+    extended = Table.open(tmp_path / "t")
+    stats = asyncio.run(
+        build_table(
+            extended, items, columns(["verify-medium-large"]), backends=again,
+            identities={t: m.identity for t, m in extended.meta.models.items()},
+            settings=ItemSettings(worker_max_tokens=64, deadline_s=60),
+            prices=DEFAULT_TIER_PRICES,
+        )
+    )  # fmt: skip
+    assert stats.added == 2
+    done = Table.open(tmp_path / "t")
+    assert verify(done) == []
+    for item in items:
+        single, verified = (
+            done.cell(item.id, "single-medium"),
+            done.cell(item.id, "verify-medium-large"),
+        )
+        assert single is not None
+        assert verified is not None
+        assert verified.agents[0][2] == single.agents[0][2]  # the same call, read from the table
+        assert "Reworded" not in done.calls[verified.agents[0][2]].text

@@ -150,7 +150,15 @@ async def build_table(
     progress: Callable[[int, int], None] | None = None,
     stop_after_s: float | None = None,
 ) -> BuildStats:
-    """Run every (item, team) of ``items`` × ``columns`` the table lacks and record it."""
+    """Run every (item, team) of ``items`` × ``columns`` the table lacks and record it.
+
+    A call the table already holds is answered from it, never asked again: greedy llama.cpp is
+    not batch-invariant, so asking ``backends`` again could give another answer than the one
+    the table's other cells read, and a new cell would then disagree with its own stored call.
+    """
+    from lemon.tables.replay import table_backends
+
+    backends, _ = table_backends(table, live=backends)
     roles = default_roles()
     stats = BuildStats(errors=[])
     todo = [
