@@ -129,19 +129,24 @@ def test_a_bad_table_is_a_clear_error(tmp_path: Path) -> None:
     assert "table.json: not a table description" in result.stderr
 
 
-def test_a_team_still_being_built_is_named_not_silently_dropped(tmp_path: Path) -> None:
-    from lemon.evals.table_report import markdown
-
-    table = _table(tmp_path / "svamp-test", "test", 20, samples=False)
-    kept = set(table.meta.items[:12])  # single-large has answered 12 of the 20 items so far
+def _keep_only(table: Table, team: str, kept: set[str]) -> None:
+    """Drop ``team``'s cells outside ``kept``: a team a build has not finished."""
     lines = (table.path / "cells.jsonl").read_text().splitlines()
     (table.path / "cells.jsonl").write_text(
         "".join(
             line + "\n"
             for line in lines
-            if json.loads(line)["team"] != "single-large" or json.loads(line)["item"] in kept
+            if json.loads(line)["team"] != team or json.loads(line)["item"] in kept
         )
     )
+
+
+def test_a_team_still_being_built_is_named_not_silently_dropped(tmp_path: Path) -> None:
+    from lemon.evals.table_report import markdown
+
+    table = _table(tmp_path / "svamp-test", "test", 20, samples=False)
+    kept = set(table.meta.items[:12])  # single-large has answered 12 of the 20 items so far
+    _keep_only(table, "single-large", kept)
     partial = Table.open(table.path)
     covered = len(partial.covered("single-large"))
     assert covered == 12
@@ -200,14 +205,7 @@ def test_a_team_still_being_built_in_a_finished_table_is_not_chosen(tmp_path: Pa
     write_summary(table)
     # a later plan line extends the finished table: single-large has answered 5 items so far
     kept = set(table.meta.items[:5])
-    lines = (table.path / "cells.jsonl").read_text().splitlines()
-    (table.path / "cells.jsonl").write_text(
-        "".join(
-            line + "\n"
-            for line in lines
-            if json.loads(line)["team"] != "single-large" or json.loads(line)["item"] in kept
-        )
-    )
+    _keep_only(table, "single-large", kept)
     chosen = choose_fixed_teams(tmp_path)["math"]
     # chosen among the complete teams on every item, not among all three on the 5
     assert (chosen["team"], chosen["n"]) == ("single-medium", 40)

@@ -79,12 +79,17 @@ def _table(path: Path, items: list[NumericItem], backends: dict[Capacity, Backen
     return Table.create(path, meta)
 
 
-def _build(table: Table, items: list[NumericItem], backends: dict[Capacity, Backend]) -> int:
+def _build(
+    table: Table,
+    items: list[NumericItem],
+    backends: dict[Capacity, Backend],
+    teams: list[str] = TEAMS,
+) -> int:
     stats = asyncio.run(
         build_table(
             table,
             items,
-            columns(TEAMS),
+            columns(teams),
             backends=backends,
             identities={t: m.identity for t, m in table.meta.models.items()},
             settings=ItemSettings(worker_max_tokens=64, deadline_s=60),
@@ -271,15 +276,7 @@ def test_extending_a_table_reads_the_calls_it_holds_instead_of_asking_again(
     items = _items()[:2]
     backends = _backends(items, PersistentCallCache(tmp_path / "first.sqlite"))
     table = _table(tmp_path / "t", items, backends)
-    first = asyncio.run(
-        build_table(
-            table, items, columns(["single-medium"]), backends=backends,
-            identities={t: m.identity for t, m in table.meta.models.items()},
-            settings=ItemSettings(worker_max_tokens=64, deadline_s=60),
-            prices=DEFAULT_TIER_PRICES,
-        )
-    )  # fmt: skip
-    assert first.added == 2
+    assert _build(table, items, backends, ["single-medium"]) == 2
     # a later build, on another machine's empty cache, whose medium tier would answer anew
     medium = backends[Capacity.MEDIUM]
     assert isinstance(medium, CachedBackend)
@@ -291,15 +288,7 @@ def test_extending_a_table_reads_the_calls_it_holds_instead_of_asking_again(
     )
     assert again[Capacity.MEDIUM].identity() == medium.identity()  # type: ignore[attr-defined]
     extended = Table.open(tmp_path / "t")
-    stats = asyncio.run(
-        build_table(
-            extended, items, columns(["verify-medium-large"]), backends=again,
-            identities={t: m.identity for t, m in extended.meta.models.items()},
-            settings=ItemSettings(worker_max_tokens=64, deadline_s=60),
-            prices=DEFAULT_TIER_PRICES,
-        )
-    )  # fmt: skip
-    assert stats.added == 2
+    assert _build(extended, items, again, ["verify-medium-large"]) == 2
     done = Table.open(tmp_path / "t")
     assert verify(done) == []
     for item in items:
