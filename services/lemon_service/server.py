@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import signal
 import sys
@@ -182,6 +183,10 @@ async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> No
         file=sys.stderr,
         flush=True,
     )
+    # Everything built so far (modules, backends, the policy) lives as long as the process:
+    # out of the collector's way, so the full collections a long-running server makes do not
+    # walk it again each time (about 4% of the CPU per request in ``lemon bench grpc``).
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

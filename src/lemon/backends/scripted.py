@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections import Counter
+from collections import Counter, deque
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
 
-__all__ = ["ScriptedBackend", "ScriptedConfig", "ScriptedRule"]
+__all__ = ["REQUEST_LOG", "ScriptedBackend", "ScriptedConfig", "ScriptedRule"]
+
+REQUEST_LOG = 1024
+"""How many of its latest requests a scripted backend keeps (:attr:`ScriptedBackend.requests`)."""
 
 
 class ScriptedRule(BaseModel):
@@ -61,8 +64,9 @@ class ScriptedBackend:
         self.config = config or ScriptedConfig()
         self.tier = tier
         self.calls = 0
-        self.requests: list[GenerationRequest] = []
-        """Every request received, in order (tests read what the engine asked for)."""
+        self.requests: deque[GenerationRequest] = deque(maxlen=REQUEST_LOG)
+        """The last :data:`REQUEST_LOG` requests received, in order (tests read what the engine
+        asked for); bounded, so a long-lived server on the double does not grow without end."""
         self._failures: Counter[int] = Counter()
         self._patterns = [re.compile(rule.match) for rule in self.config.rules]
 
