@@ -30,7 +30,7 @@ from typing import Any
 
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.ggufs import GGUF_MODELS, locate
-from lemon.backends.llamacpp import LlamaModel, LlamaSettings
+from lemon.backends.llamacpp import DECODE_GROUPS, LlamaModel, LlamaSettings
 from lemon.capacity import BUILTIN_PROFILES
 from lemon.pricing import resolve_prices
 from lemon.spec.models import Capacity
@@ -115,7 +115,14 @@ class _Transformers:
         return new / (time.perf_counter() - started), int(new)
 
 
-def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool) -> dict[str, Any]:
+def run(
+    *,
+    max_tokens: int,
+    rounds: int,
+    threads: int,
+    transformers: bool,
+    decode_group: int | None = None,
+) -> dict[str, Any]:
     profile = BUILTIN_PROFILES["embedded"]
     prices = resolve_prices(profile=profile)
     tiers: dict[str, Any] = {}
@@ -127,7 +134,16 @@ def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool) -> di
         started = time.perf_counter()
         # the backend's engine, loaded on its own (not the process-wide registry) so that each
         # tier's memory is freed before the next; a short context keeps the KV cache small
-        model = LlamaModel(LlamaSettings(path, slots=CONCURRENT, context=CONTEXT, threads=threads))
+        settings = LlamaSettings(
+            path,
+            slots=CONCURRENT,
+            context=CONTEXT,
+            threads=threads,
+            decode_group=DECODE_GROUPS.get(str(config.model), 0)
+            if decode_group is None
+            else decode_group,
+        )
+        model = LlamaModel(settings)
         load_s = time.perf_counter() - started
         model.submit(_request(PROMPTS[1], 8)).result()  # warm-up
         singles, aggregates, lengths = [], [], {}
@@ -157,6 +173,9 @@ def run(*, max_tokens: int, rounds: int, threads: int, transformers: bool) -> di
         "threads": threads,
         "max_tokens": max_tokens,
         "concurrent": CONCURRENT,
+        "decode_group": "per model (lemon.backends.llamacpp.DECODE_GROUPS)"
+        if decode_group is None
+        else decode_group,
         "rounds": rounds,
         "tiers": tiers,
         "concurrency_gain": tiers["large"]["concurrency_gain"],
@@ -201,12 +220,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-transformers", action="store_true", help="skip the transformers reference"
     )
+    parser.add_argument(
+        "--decode-group",
+        type=int,
+        default=None,
+        help="most sequences in one llama_decode (0: all 8 agents in one call; default: the "
+        "backend's per-model choice)",
+    )
     args = parser.parse_args(argv)
     result = run(
         max_tokens=args.max_tokens,
         rounds=args.rounds,
         threads=args.threads,
         transformers=not args.no_transformers,
+        decode_group=args.decode_group,
     )
     if args.json:
         print(json.dumps(result))

@@ -89,6 +89,9 @@ class TierBackend(BaseModel):
     """llamacpp tiers: tokens one sequence may hold (prompt and completion)."""
     threads: Annotated[int, Field(ge=0, le=512)] = 0
     """llamacpp tiers: CPU threads; 0: ``$LEMON_LLAMA_THREADS``, else every CPU available."""
+    decode_group: Annotated[int, Field(ge=0, le=256)] | None = None
+    """llamacpp tiers: most sequences in one ``llama_decode`` (0: every active one in one call);
+    unset: the measured choice for a pinned model (``lemon.backends.llamacpp.DECODE_GROUPS``)."""
     cost_per_token: Annotated[float, Field(ge=0)] | None = None
     """Price of one token (prompt or completion), in any currency: only the ratios between tiers
     count (:mod:`lemon.pricing`). Absent: priced by the model's parameter count where known."""
@@ -116,6 +119,8 @@ class TierBackend(BaseModel):
                 "max_concurrency bounds the requests in flight to an openai endpoint; "
                 f"a {self.type} tier decodes max_batch calls at once and queues the rest"
             )
+        if self.decode_group is not None and self.type != "llamacpp":
+            raise ValueError(f"decode_group applies to llamacpp tiers, not {self.type}")
         if self.type == "transformers" and not self.model:
             raise ValueError("a transformers tier needs 'model' (an HF id or a local path)")
         if self.type == "llamacpp":
@@ -295,6 +300,7 @@ def build_backends(profile: CapacityProfile) -> Mapping[Capacity, Backend]:
                     context=config.context,
                     threads=config.threads,
                     tier=tier.value,
+                    decode_group=config.decode_group,
                 )
             elif config.type == "transformers":
                 shared[key] = LocalBackend(

@@ -220,6 +220,38 @@ def test_batched_decoding_equals_one_at_a_time(qwen_05b: Path) -> None:
     assert model.max_batch_sequences == 4
 
 
+def test_a_step_decodes_in_groups_to_the_same_answers(qwen_05b: Path) -> None:
+    """With ``decode_group`` 2, a step over 4 sequences makes two ``llama_decode`` calls, and
+    the greedy answers are those of one call over all 4 (weights not repacked)."""
+    requests = [_ask(q, max_tokens=24) for q in QUESTIONS[:4]]
+    answers = {}
+    for group in (0, 2):
+        model = load_llama(
+            LlamaSettings(str(qwen_05b), slots=4, context=1024, repack=False, decode_group=group)
+        )
+        try:
+            futures = [model.submit(r) for r in requests]
+            answers[group] = [f.result(timeout=600).text for f in futures]
+            assert model.max_batch_sequences == 4
+            if group == 0:
+                assert model.decode_calls == model.steps
+            else:  # every step over 3-4 sequences took two calls
+                assert model.steps < model.decode_calls <= 2 * model.steps
+        finally:
+            model.close()
+    assert answers[2] == answers[0]
+
+
+def test_tier_decode_groups_come_from_the_profile_or_the_pinned_model() -> None:
+    from lemon.capacity import TierBackend
+
+    assert LlamaBackend("qwen2.5-coder-1.5b-instruct").decode_group == 4
+    assert LlamaBackend("qwen2.5-coder-0.5b-instruct").decode_group == 0
+    assert LlamaBackend("qwen2.5-coder-1.5b-instruct", decode_group=0).decode_group == 0
+    with pytest.raises(ValueError, match="decode_group applies to llamacpp tiers"):
+        TierBackend(type="openai", url="http://x/v1", model="m", decode_group=2)
+
+
 def test_the_medium_tier_answers_a_sum(qwen_05b: Path) -> None:
     backend = LlamaBackend("qwen2.5-coder-0.5b-instruct", slots=2, context=1024)
     started = time.perf_counter()

@@ -39,7 +39,14 @@ from typing import Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest
 
-__all__ = ["LlamaBackend", "LlamaModel", "LlamaSettings", "TextCallback", "load_llama"]
+__all__ = [
+    "DECODE_GROUPS",
+    "LlamaBackend",
+    "LlamaModel",
+    "LlamaSettings",
+    "TextCallback",
+    "load_llama",
+]
 
 TextCallback = Callable[[str], None]
 """Called with the completion so far (without the prefill) as tokens arrive."""
@@ -77,6 +84,16 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
+DECODE_GROUPS: dict[str, int] = {"qwen2.5-coder-1.5b-instruct": 4}
+"""Pinned models decoded in groups by default (:attr:`LlamaSettings.decode_group`), as measured
+on this project's 2-core AVX2 machine (``benchmarks/results/tiers-cpu/batch-profile``): one
+``llama_decode`` over 8 sequences of Qwen2.5-Coder-1.5B Q4_K_M takes 7.4x one over 1, over 4
+2.3x, so two calls of 4 decode 8 agents faster than one call of 8 (``lemon bench tiers``'
+large-tier gain at 8 agents: 1.31 in one call, 1.54-1.58 in groups of 4). The small and medium
+tiers gained nothing from groups of 4 there (1.20-1.21 against 1.35-1.42 for the small one), so
+they decode every active sequence in one call."""
+
+
 @dataclass(frozen=True, slots=True)
 class LlamaSettings:
     """How a GGUF model is run."""
@@ -90,6 +107,9 @@ class LlamaSettings:
     """CPU threads; 0: every CPU this process may use."""
     batch_tokens: int = 512
     """Most tokens in one ``llama_decode`` (long prompts are prefilled in chunks)."""
+    decode_group: int = 0
+    """Most sequences in one ``llama_decode``: a step over more active sequences decodes them
+    in groups of this many (0: all in one call). See :data:`DECODE_GROUPS`."""
     repack: bool = True
     """Repack weights for the CPU's matrix kernels (faster). Their one-row and many-row
     kernels round differently, so a greedy near-tie may break differently alone than in a
@@ -162,7 +182,10 @@ class LlamaModel:
         self.eos_text = self._special_text(lib.llama_vocab_eos(self._vocab))
         self.add_bos = bool(lib.llama_vocab_get_add_bos(self._vocab))
         self.steps = 0
-        """``llama_decode`` calls made (each decodes one batch of several sequences)."""
+        """Decode steps made (each advances every active sequence by a token or a prompt
+        chunk, in one ``llama_decode`` per group of :attr:`LlamaSettings.decode_group`)."""
+        self.decode_calls = 0
+        """``llama_decode`` calls made."""
         self.max_batch_sequences = 0
         """The most sequences one decode step has carried."""
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -353,17 +376,28 @@ class LlamaModel:
             job.sampler = None
 
     def _step(self, active: list[_Job], free: list[int]) -> None:
-        """One ``llama_decode`` over every active sequence, then one sampled token each for
-        those whose prompt is now fully read."""
+        """One decode step over every active sequence: generating sequences first (one token
+        each), then prompt chunks, each group in ascending sequence id (a batch whose
+        sequences come out of order is split into several smaller passes: measured, half the
+        throughput at 8 sequences), in ``llama_decode`` calls of at most ``decode_group``
+        sequences."""
+        ordered = sorted(active, key=lambda j: (len(j.pending) > 1, j.seq))
+        group = self.settings.decode_group or len(ordered)
+        self.steps += 1
+        self.max_batch_sequences = max(self.max_batch_sequences, len(ordered))
+        for start in range(0, len(ordered), group):
+            if not self._decode(ordered[start : start + group], active, free):
+                return
+
+    def _decode(self, jobs: list[_Job], active: list[_Job], free: list[int]) -> bool:
+        """One ``llama_decode`` over ``jobs``, then one sampled token each for those whose
+        prompt is now fully read; False when the call failed (every active call fails)."""
         lib = _lib()
         batch = self._batch
         budget = self.settings.batch_tokens
         n = 0
         outputs: list[tuple[_Job, int]] = []
-        # generating sequences first (one token each), then prompt chunks with what is left;
-        # each group in ascending sequence id: a batch whose sequences come out of order is
-        # split into several smaller passes (measured: half the throughput at 8 sequences)
-        for job in sorted(active, key=lambda j: (len(j.pending) > 1, j.seq)):
+        for job in jobs:
             take = min(len(job.pending), budget - n)
             if take <= 0:
                 continue
@@ -378,9 +412,10 @@ class LlamaModel:
                 outputs.append((job, n - 1))
             job.pending = job.pending[take:]
             job.n_past += take
+        if n == 0:
+            return True
         batch.n_tokens = n
-        self.steps += 1
-        self.max_batch_sequences = max(self.max_batch_sequences, len(outputs))
+        self.decode_calls += 1
         if self._shared_cores:  # models using every core take turns, never oversubscribe
             with _CORES:
                 code = int(lib.llama_decode(self._ctx, batch))
@@ -389,16 +424,18 @@ class LlamaModel:
         if code != 0:
             error = BackendError(f"llama_decode failed with code {code}", transient=False)
             for job in active:
-                job.finish = "error"
-                self._release(job, free)
-                _settle(job, error=error)
-            return
+                if job.finish is None:
+                    job.finish = "error"
+                    self._release(job, free)
+                    _settle(job, error=error)
+            return False
         for job, index in outputs:
             token = int(lib.llama_sampler_sample(job.sampler, self._ctx, index))
             self._advance(job, token)
             if job.finish is not None:
                 self._release(job, free)
                 _settle(job, result=self._generation(job))
+        return True
 
     def _advance(self, job: _Job, token: int) -> None:
         lib = _lib()
@@ -486,6 +523,7 @@ class LlamaBackend:
         threads: int = 0,
         tier: str = "any",
         repack: bool = True,
+        decode_group: int | None = None,
     ) -> None:
         from lemon.backends.ggufs import GGUF_MODELS
 
@@ -497,6 +535,7 @@ class LlamaBackend:
         self.threads = threads or int(os.environ.get("LEMON_LLAMA_THREADS", "0") or 0)
         self.tier = tier
         self.repack = repack
+        self.decode_group = DECODE_GROUPS.get(model, 0) if decode_group is None else decode_group
         self._model: LlamaModel | None = None
 
     @property
@@ -518,6 +557,7 @@ class LlamaBackend:
             context=self.context,
             threads=self.threads,
             repack=self.repack,
+            decode_group=self.decode_group,
         )
 
     async def model(self) -> LlamaModel:
