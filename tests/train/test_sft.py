@@ -183,6 +183,27 @@ def test_lora_adapter_version(write_config: WriteConfig, tmp_path: Path, tiny_mo
     assert tokenizer.chat_template
 
 
+def test_lora_top_layers_over_an_adapter_version(write_config: WriteConfig, tmp_path: Path) -> None:
+    """A warm start that is itself an adapter version (no config.json of its own) takes a new
+    adapter on its top layers: the layers are counted on the loaded model."""
+    lora = {"r": 4, "alpha": 8, "merge": False, "target_modules": ["q_proj", "v_proj"]}
+    warm = run(load_config(write_config(lora=lora, hyperparameters={"max_steps": 1})))
+    assert not (warm / "config.json").exists()
+    second = write_config(
+        "second.yaml",
+        base_model=str(warm),
+        output_dir=str(tmp_path / "policy" / "v2"),
+        lora={**lora, "top_layers": 1},
+        hyperparameters={"max_steps": 1},
+    )
+    version = run(load_config(second))
+    adapter_config = json.loads((version / "adapter_config.json").read_text())
+    layers = json.loads((warm / "adapter_config.json").read_text())
+    assert layers["layers_to_transform"] is None
+    assert adapter_config["layers_to_transform"] == [1]  # the tiny model's 2 layers: the top one
+    assert read_policy(version).parent is not None
+
+
 def test_python_m_entry_point_matches_cli(write_config: WriteConfig, tmp_path: Path) -> None:
     config_path = write_config(hyperparameters={"max_steps": 1, "save_steps": 5})
     process = start_train("sft", "--config", str(config_path))

@@ -50,8 +50,10 @@ LLAMA_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 ``lora.top_layers``."""
 
 
-def lora_config(config: TrainingConfig) -> Any:
-    """peft's ``LoraConfig`` for ``config.lora``, or None (full fine-tuning)."""
+def lora_config(config: TrainingConfig, model: Any = None) -> Any:
+    """peft's ``LoraConfig`` for ``config.lora``, or None (full fine-tuning). ``lora.top_layers``
+    counts the layers of ``model`` (the loaded base) when given, else of the base's config
+    (which an adapter version, e.g. an SFT warm start, does not have: pass the model)."""
     if config.lora is None:
         return None
     from peft import LoraConfig
@@ -59,10 +61,13 @@ def lora_config(config: TrainingConfig) -> Any:
     layers = None
     targets = config.lora.target_modules
     if config.lora.top_layers is not None:
-        from transformers import AutoConfig
+        if model is not None:
+            total = int(model.config.num_hidden_layers)
+        else:
+            from transformers import AutoConfig
 
-        location, _ = resolve_base(config.base_model)
-        total = int(AutoConfig.from_pretrained(location).num_hidden_layers)
+            location, _ = resolve_base(config.base_model)
+            total = int(AutoConfig.from_pretrained(location).num_hidden_layers)
         layers = list(range(max(0, total - config.lora.top_layers), total))
         if targets == "all-linear":  # peft takes layers_to_transform with named modules only
             targets = list(LLAMA_LINEAR)

@@ -408,7 +408,7 @@ def build_trainer(
         args=grpo_arguments(config),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        peft_config=lora_config(config),
+        peft_config=lora_config(config, model),
         callbacks=callbacks,
         spec_reward=reward,
         lambda_cf=cf.lambda_cf if cf.enabled else 0.0,

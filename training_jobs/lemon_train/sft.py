@@ -133,7 +133,7 @@ def build_trainer(
         args=sft_arguments(config),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        peft_config=lora_config(config),
+        peft_config=lora_config(config, model),
         callbacks=[metrics],
     )
     quiet_stdout(trainer)
