@@ -66,6 +66,23 @@ def test_run_with_a_policy_behind_an_openai_endpoint(tiny_policy: Path) -> None:
     _check_fallback(json.loads(done.stdout), attempts=1)
 
 
+def test_run_with_the_shipped_learned_policy() -> None:
+    """``--policy learned``: the adapter shipped in the package, checked against its pins and
+    merged into the packaged SmolLM2, is the policy that writes the run's spec (its one
+    attempt is recorded, valid or not; an invalid one falls back to the template team)."""
+    done = run_lemon(
+        "run", "--task", "Tom had 12 apples and gave 5 to Ann. How many does he have now?",
+        "--policy", "learned", "--policy-attempts", "1", "--policy-max-tokens", "96",
+        "--profile", "scripted", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    policy = out["policy"]
+    assert isinstance(policy, dict)
+    assert len(policy["attempts"]) == 1
+    assert "learned policy svamp-tables@" in str(out["spec_origin"])
+
+
 def test_policy_that_is_not_a_version_is_a_usage_error(tmp_path: Path) -> None:
     done = run_lemon("run", "--policy", str(tmp_path), "--profile", "scripted")
     assert done.returncode == 2

@@ -233,8 +233,9 @@ DEFAULT_POLICY_TOKENS = 384
 def add_policy_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
-        metavar="PATH|URL",
-        help="a trained policy version directory, or an OpenAI-compatible URL serving one",
+        metavar="PATH|URL|learned",
+        help="a trained policy version directory, an OpenAI-compatible URL serving one, or "
+        "'learned' (the version shipped with the package, its files' hashes checked)",
     )
     parser.add_argument("--policy-model", default=None, help="served model name (with a URL)")
     parser.add_argument(

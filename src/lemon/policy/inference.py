@@ -357,8 +357,9 @@ def load_policy(
     grammar_dialect: GrammarDialect = "vllm",
 ) -> LearnedPolicy:
     """A learned policy from a policy-version directory (loaded in-process, lazily), an
-    OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model), or
-    ``packaged`` (the untrained packaged SmolLM2, the baseline a trained version is compared to)."""
+    OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model),
+    ``packaged`` (the untrained packaged SmolLM2, the baseline a trained version is compared to)
+    or ``learned`` (the version shipped with the package, :mod:`lemon.policy.shipped`)."""
     text = os.fspath(source)
     if text.startswith(("http://", "https://")):
         from lemon.backends.openai import OpenAIBackend
@@ -380,6 +381,10 @@ def load_policy(
             max_attempts=max_attempts, decoding=decoding, constrained=constrained,
         )  # fmt: skip
 
+    if text == "learned":  # the version shipped with the package, checked against its pins
+        from lemon.policy.shipped import shipped_policy
+
+        text = str(shipped_policy())
     meta = read_policy(text)  # PolicyVersionError when the directory is not a complete version
     path = str(Path(text).resolve())
     backend = LocalBackend(ModelSource(path, dtype=dtype, device=device), tier="policy")
