@@ -192,7 +192,7 @@ def test_dockerignore_keeps_what_the_builds_copy_and_nothing_else() -> None:
 
 def test_the_wheel_the_images_install_builds_with_all_edge_packages(tmp_path: Path) -> None:
     """``pip wheel .`` (as the build stage runs it) names the file the Dockerfiles install and
-    carries the three edge packages and the extras."""
+    carries the three edge packages, the extras and the shipped learned policy."""
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
          "--wheel-dir", str(tmp_path), str(ROOT)],
@@ -208,5 +208,9 @@ def test_the_wheel_the_images_install_builds_with_all_edge_packages(tmp_path: Pa
         ).decode()
     for package in ("lemon", "lemon_operator", "lemon_service", "lemon_train"):
         assert f"{package}/__init__.py" in names, package
+    from lemon.policy.shipped import PINNED
+
+    shipped = {n.removeprefix("lemon/policy/learned/") for n in names if "policy/learned/" in n}
+    assert shipped == set(PINNED)  # --policy learned works from an installed wheel
     for extra in set(IMAGES.values()):
         assert f"Provides-Extra: {extra}" in metadata
