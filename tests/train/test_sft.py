@@ -204,6 +204,46 @@ def test_lora_top_layers_over_an_adapter_version(write_config: WriteConfig, tmp_
     assert read_policy(version).parent is not None
 
 
+def test_sft_on_a_pinned_gguf_base_and_serving_it(
+    write_config: WriteConfig, tmp_path: Path
+) -> None:
+    """``base_model: gguf:qwen2.5-coder-0.5b-instruct`` (the medium tier's fetched GGUF,
+    dequantized once to a cached directory) trains a LoRA adapter, and the in-process backend
+    serves the version on that same base."""
+    import asyncio
+
+    from lemon.backends.base import Decoding, GenerationRequest, Message
+    from lemon.backends.fetching import fetch
+    from lemon.backends.ggufs import GGUF_MODELS
+    from lemon.backends.local import LocalBackend, ModelSource
+
+    fetch(GGUF_MODELS["qwen2.5-coder-0.5b-instruct"])
+    config = write_config(
+        base_model="gguf:qwen2.5-coder-0.5b-instruct",
+        lora={"r": 4, "alpha": 8, "merge": False, "top_layers": 1},
+        hyperparameters={"max_steps": 1, "per_device_batch_size": 1},
+    )
+    version = run(load_config(config))
+    meta = read_policy(version)
+    assert meta.adapter
+    assert meta.base_model == "gguf:qwen2.5-coder-0.5b-instruct"
+    layers = json.loads((version / "adapter_config.json").read_text())["layers_to_transform"]
+    assert layers == [23]  # Qwen2.5-0.5B has 24 layers: the top one
+    backend = LocalBackend(ModelSource(str(version), "float32", "cpu"), tier="policy")
+    request = GenerationRequest((Message("user", "Say hi."),), Decoding(max_tokens=3))
+    try:
+        out = asyncio.run(backend.generate(request))
+    finally:
+        asyncio.run(backend.aclose())
+    assert out.completion_tokens >= 1
+
+
+def test_an_unknown_gguf_base_is_a_located_error(write_config: WriteConfig) -> None:
+    config = load_config(write_config(base_model="gguf:no-such-model"))
+    with pytest.raises(TrainingError, match=r"base_model: 'no-such-model': not a pinned GGUF"):
+        run(config)
+
+
 def test_python_m_entry_point_matches_cli(write_config: WriteConfig, tmp_path: Path) -> None:
     config_path = write_config(hyperparameters={"max_steps": 1, "save_steps": 5})
     process = start_train("sft", "--config", str(config_path))

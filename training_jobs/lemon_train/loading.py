@@ -29,7 +29,8 @@ def default_dtype() -> torch.dtype:
 def resolve_base(base_model: str) -> tuple[str, PolicyMetadata | None]:
     """Where ``base_model`` loads from, and its policy metadata when it is a policy version.
 
-    ``'packaged'`` is the SmolLM2-135M-Instruct GGUF converted once to a cached HF directory; a
+    ``'packaged'`` is the SmolLM2-135M-Instruct GGUF converted once to a cached HF directory,
+    ``'gguf:NAME'`` a pinned GGUF model of ``lemon models`` (fetched) converted the same way; a
     directory holding ``policy.json`` is a policy version; any other directory is a plain HF
     model directory; anything else is a Hugging Face id (which needs the hub).
     """
@@ -37,6 +38,14 @@ def resolve_base(base_model: str) -> tuple[str, PolicyMetadata | None]:
         from lemon.backends.packaged import converted_packaged_model
 
         return str(converted_packaged_model("bfloat16")), None
+    if base_model.startswith("gguf:"):  # a pinned GGUF model (lemon models fetch), dequantized
+        from lemon.backends.ggufs import ModelNotFetched
+        from lemon.backends.packaged import converted_gguf_model
+
+        try:
+            return str(converted_gguf_model(base_model.removeprefix("gguf:"))), None
+        except (KeyError, ModelNotFetched) as exc:
+            raise TrainingError(f"base_model: {exc.args[0]}") from None
     path = Path(base_model).expanduser()
     if path.is_dir():
         if (path / METADATA_FILE).is_file():

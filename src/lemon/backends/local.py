@@ -39,7 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest, Message
 from lemon.backends.packaged import (
+    GGUF_BASE_PREFIX,
     PACKAGED,
+    converted_gguf_model,
     converted_packaged_model,
     packaged_model,
     quiet_transformers,
@@ -372,7 +374,8 @@ def _merged_adapter(path: Path, dtype: Any) -> Any:
     """A LoRA adapter directory's base model with the adapter merged into its weights (so the
     weight-only CPU layers apply to the result as to any model). The base is the one the
     directory's ``policy.json`` names (``packaged``: SmolLM2-135M-Instruct converted from the
-    shipped GGUF), else the adapter's own ``base_model_name_or_path``."""
+    shipped GGUF; ``gguf:NAME``: a fetched pinned GGUF, converted likewise), else the adapter's
+    own ``base_model_name_or_path``."""
     import json
 
     from peft import PeftModel
@@ -384,6 +387,8 @@ def _merged_adapter(path: Path, dtype: Any) -> Any:
         named = json.loads(meta.read_text()).get("base_model")
         if named == "packaged":
             base = str(converted_packaged_model("bfloat16"))
+        elif named and named.startswith(GGUF_BASE_PREFIX):
+            base = str(converted_gguf_model(named.removeprefix(GGUF_BASE_PREFIX)))
         elif named:
             base = named
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)

@@ -26,10 +26,12 @@ from typing import Any
 from lemon import atomic
 
 __all__ = [
+    "GGUF_BASE_PREFIX",
     "PACKAGED_GGUF",
     "PackagedModel",
     "PackagedModelMissing",
     "cache_dir",
+    "converted_gguf_model",
     "converted_packaged_model",
     "packaged_model",
     "quiet_transformers",
@@ -103,22 +105,40 @@ def converted_packaged_model(dtype: str = "bfloat16") -> Path:
     target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-{dtype}"
     if (target / "config.json").is_file():
         return target
+    packaged = packaged_model()
+    return _convert(packaged.path, target, dtype=dtype, title="the packaged SmolLM2-135M-Instruct")
+
+
+GGUF_BASE_PREFIX = "gguf:"
+"""``gguf:NAME``: a model of :data:`lemon.backends.ggufs.GGUF_MODELS` (its fetched GGUF file,
+dequantized) as a base to train or serve a policy on, e.g. ``gguf:qwen2.5-coder-0.5b-instruct``."""
+
+
+def converted_gguf_model(name: str, dtype: str = "bfloat16") -> Path:
+    """The directory of the pinned GGUF model ``name`` (``lemon models fetch NAME``) converted
+    to safetensors in ``dtype`` with its tokenizer, converting it on first use; raises
+    ``KeyError`` naming the known models for another name."""
+    from lemon.backends.ggufs import GGUF_MODELS, locate
+
+    if name not in GGUF_MODELS:
+        raise KeyError(f"{name!r}: not a pinned GGUF model (known: {', '.join(GGUF_MODELS)})")
+    pinned = GGUF_MODELS[name]
+    target = cache_dir() / "models" / f"{name}-{dtype}"
+    if (target / "config.json").is_file():
+        return target
+    return _convert(locate(pinned), target, dtype=dtype, title=pinned.title)
+
+
+def _convert(gguf: Path, target: Path, *, dtype: str, title: str) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    packaged = packaged_model()
-    print(
-        f"lemon: converting the packaged SmolLM2-135M-Instruct (GGUF) once to {target} ...",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(f"lemon: converting {title} (GGUF) once to {target} ...", file=sys.stderr, flush=True)
     started = time.monotonic()
     with quiet_transformers():
         model: Any = AutoModelForCausalLM.from_pretrained(
-            str(packaged.directory), gguf_file=packaged.gguf_file, dtype=dtype
+            str(gguf.parent), gguf_file=gguf.name, dtype=dtype
         )
-        tokenizer = AutoTokenizer.from_pretrained(
-            str(packaged.directory), gguf_file=packaged.gguf_file
-        )
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # transformers dequantizes GGUF weights on load but still marks the model as quantized,
     # which blocks save_pretrained; the weights are plain tensors, so drop the marker.
     model.hf_quantizer = None
