@@ -11,7 +11,10 @@ the train table's fit items, scored every few steps on its held-out tail);
 the control's: the same SFT on teacher rows whose teams were shuffled across items), and
 at the top level ``credit_calls_ratio`` and ``credit_calls_ratio_ci95``: the distinct worker
 calls two-way credit needed to reach plain GRPO's final held-out reward, over plain GRPO's
-calls for the whole run (mean over seeds, 95% bootstrap interval over seeds).
+calls for the whole run (mean over seeds, 95% bootstrap interval over seeds; no interval from
+one seed). It reads each GRPO run's ``metrics.jsonl`` from
+``benchmarks/results/policy-tables/<bench>/grpo/<arm>-s<seed>/`` (copied there from the
+published version under ``policies/``, which is not committed).
 
 The run commands are in ``run.sh`` beside the results; this file only writes configs and reads
 results (no model runs here).
@@ -151,8 +154,8 @@ def credit_ratio(bench: str) -> dict[str, Any]:
     pairs = []
     per_seed = []
     for seed in SEEDS:
-        plain = _metrics(ROOT / f"policies/tables/{bench}-grpo-global-s{seed}" / "metrics.jsonl")
-        credit = _metrics(ROOT / f"policies/tables/{bench}-grpo-credit-s{seed}" / "metrics.jsonl")
+        plain = _metrics(RESULTS / bench / "grpo" / f"global-s{seed}" / "metrics.jsonl")
+        credit = _metrics(RESULTS / bench / "grpo" / f"credit-s{seed}" / "metrics.jsonl")
         held = [r for r in plain if "heldout/reward" in r]
         totals = [float(r["worker_calls_total"]) for r in plain if "worker_calls_total" in r]
         if not held or not totals or not credit:
@@ -168,6 +171,14 @@ def credit_ratio(bench: str) -> dict[str, Any]:
                          "credit_total": credit_total, "plain_calls": totals[-1]})  # fmt: skip
     if not pairs:
         return {"credit_calls_ratio": None, "credit_calls_ratio_ci95": None, "per_seed": []}
+    if len(pairs) < 2:  # one seed: a ratio, but no interval to put around it
+        ((spent, plain_calls),) = pairs
+        return {
+            "credit_calls_ratio": round(spent / plain_calls, 4),
+            "credit_calls_ratio_ci95": None,
+            "seeds": 1,
+            "per_seed": per_seed,
+        }
     rng = random.Random(0)
     ratios = []
     for _ in range(2000):
@@ -180,6 +191,7 @@ def credit_ratio(bench: str) -> dict[str, Any]:
     return {
         "credit_calls_ratio": round(ratio, 4),
         "credit_calls_ratio_ci95": [round(ratios[49], 4), round(ratios[1949], 4)],
+        "seeds": len(pairs),
         "per_seed": per_seed,
     }
 

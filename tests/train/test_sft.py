@@ -4,6 +4,7 @@ after a kill, LoRA, and the published version loading back."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -242,6 +243,51 @@ def test_an_unknown_gguf_base_is_a_located_error(write_config: WriteConfig) -> N
     config = load_config(write_config(base_model="gguf:no-such-model"))
     with pytest.raises(TrainingError, match=r"base_model: 'no-such-model': not a pinned GGUF"):
         run(config)
+
+
+def test_two_stacked_adapters_compose_into_one(
+    write_config: WriteConfig, tmp_path: Path, tiny_model: Path
+) -> None:
+    """An adapter trained on top of an adapter version (GRPO from an SFT warm start) is summed
+    into one adapter of rank r1 + r2 over the first one's base: the same merged weights, and a
+    version that loads without the first."""
+    from lemon_train.compose import ComposeError, compose
+
+    lower = run(
+        load_config(
+            write_config(
+                lora={"r": 4, "alpha": 8, "merge": False, "target_modules": ["q_proj", "v_proj"]},
+                hyperparameters={"max_steps": 2},
+            )
+        )
+    )
+    upper = run(
+        load_config(
+            write_config(
+                "upper.yaml",
+                base_model=str(lower),
+                output_dir=str(tmp_path / "policy" / "v2"),
+                lora={"r": 2, "alpha": 8, "merge": False, "target_modules": ["q_proj", "o_proj"]},
+                hyperparameters={"max_steps": 2, "learning_rate": 1e-2},
+            )
+        )
+    )
+    stacked, _ = load_model_and_tokenizer(str(upper))  # base + lower, merged, + upper
+    expected = {name: value.clone() for name, value in stacked.state_dict().items()}
+    one = compose(lower, upper, tmp_path / "one")
+    config = json.loads((one / "adapter_config.json").read_text())
+    assert config["r"] == 6
+    assert read_policy(one).base_model == str(tiny_model)
+    shutil.rmtree(lower)  # the composed version stands alone
+    merged, _ = load_model_and_tokenizer(str(one))
+    got = merged.state_dict()
+    base = load_model_and_tokenizer(str(tiny_model))[0].state_dict()
+    changed = {name for name in got if not torch.equal(got[name], base[name])}
+    assert {n.rsplit(".", 2)[-2] for n in changed} == {"q_proj", "v_proj", "o_proj"}
+    for name, value in expected.items():
+        torch.testing.assert_close(got[name], value, rtol=0, atol=1e-5, msg=name)
+    with pytest.raises(ComposeError, match="not stacked on it"):
+        compose(upper, one, tmp_path / "bad")
 
 
 def test_python_m_entry_point_matches_cli(write_config: WriteConfig, tmp_path: Path) -> None:
