@@ -261,6 +261,8 @@ def summary() -> dict[str, Any]:
         if found is not None:
             out[bench] = found
     out |= credit_ratio("svamp")
+    shipped = json.loads((ROOT / "src/lemon/policy/learned/policy.json").read_text())
+    out["shipped_policy"] = f"{shipped['policy']}@{shipped['version']} (--policy learned)"
     return out
 
 

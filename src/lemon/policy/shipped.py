@@ -3,7 +3,9 @@
 A policy version directory (``lemon-policy/v1``: a LoRA adapter over the packaged
 SmolLM2-135M-Instruct, its tokenizer and ``policy.json``) under ``lemon/policy/learned/``,
 trained on the SVAMP outcome tables (``benchmarks/results/policy-tables/``, where its
-numbers and the commands that made them are). Every file's SHA-256 is pinned here and checked
+numbers and the commands that made them are): ``svamp-tables@grpo-credit-s1``, 40 steps of
+GRPO with two-way counterfactual credit from the seed-1 SFT warm start, the two adapters
+summed into one (:mod:`lemon_train.compose`). Every file's SHA-256 is pinned here and checked
 before anything is loaded, so a modified or truncated copy is refused with the file it found
 wrong, not run.
 
@@ -28,12 +30,12 @@ MAX_BYTES = 20 * 1024 * 1024
 """The most the shipped directory may weigh (the package carries it)."""
 
 PINNED: dict[str, str] = {
-    "adapter_config.json": "d9c9e98257a38c6f62e864ea87f44b483de5882b22ccb0d902ea9d07f11022a6",
-    "adapter_model.safetensors": "b945f733f5c976668c92e734490520a7e67eda15580397fd85e0554f7d66e1bc",
+    "adapter_config.json": "c4448d344e5bf7bec4eb82e69cafdb0c71cb4f554af0f664aa3714502a0c4259",
+    "adapter_model.safetensors": "48ae5f742e0a27c83b664073a19bc918b2c2fa82772640d752340a76bbce0016",
     "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
-    "metrics.jsonl": "c54a253cb199b31bbb66a2fe834d70cf6e6b71cfc54f975e5e07c024537397a5",
-    "policy.json": "03f3c3eeda805f50b89841d990fd79e76e76a55f3a3a41dc2e4afd782b8d0d06",
-    "tokenizer.json": "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4",
+    "metrics.jsonl": "e5b96e2070595afd5ed031549871670907149d0633858ac12583a6cc24780038",
+    "policy.json": "39050245d4d2a774a46fa343d423c150b9efbd71efe0bccfb0db86d5860ff1db",
+    "tokenizer.json": "a8660be8c8667fc665df92d2f6595ac023120e3e886328e6597138d337e9259d",
     "tokenizer_config.json": "156c41a2e14e6e6bd4286c506c38ee883a78e0f5ce165ad9bf63fe73ebf9e974",
 }
 """File name -> SHA-256 of every file of the shipped version (all of them, nothing else)."""
