@@ -30,7 +30,7 @@ from typing import Any
 
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.ggufs import GGUF_MODELS, locate
-from lemon.backends.llamacpp import DECODE_GROUPS, LlamaModel, LlamaSettings
+from lemon.backends.llamacpp import LlamaModel, LlamaSettings, default_decode_group
 from lemon.capacity import BUILTIN_PROFILES
 from lemon.pricing import resolve_prices
 from lemon.spec.models import Capacity
@@ -139,7 +139,7 @@ def run(
             slots=CONCURRENT,
             context=CONTEXT,
             threads=threads,
-            decode_group=DECODE_GROUPS.get(str(config.model), 0)
+            decode_group=default_decode_group(str(config.model))
             if decode_group is None
             else decode_group,
         )
@@ -173,7 +173,7 @@ def run(
         "threads": threads,
         "max_tokens": max_tokens,
         "concurrent": CONCURRENT,
-        "decode_group": "per model (lemon.backends.llamacpp.DECODE_GROUPS)"
+        "decode_group": "per model (lemon.backends.llamacpp.default_decode_group)"
         if decode_group is None
         else decode_group,
         "rounds": rounds,

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lemon.policy.version import PolicyMetadata, read_policy, write_metadata
+from lemon.policy.version import PolicyMetadata, publish_directory, read_policy, write_metadata
 
 __all__ = ["compose", "main"]
 
@@ -105,14 +105,6 @@ def compose(lower: Path, upper: Path, out: Path) -> Path:
         "target_modules": targets,
         "layers_to_transform": layers or None,
     }
-    staging = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    save_file(tensors, str(staging / _WEIGHTS), metadata={"format": "pt"})
-    (staging / _CONFIG).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    for name in _COPIED:
-        if (upper / name).is_file():
-            shutil.copy2(upper / name, staging / name)
     meta = PolicyMetadata.model_validate(
         {
             **up_meta.model_dump(),
@@ -120,11 +112,20 @@ def compose(lower: Path, upper: Path, out: Path) -> Path:
             "parent": f"{low_meta.policy}@{low_meta.version}",
         }
     )
-    write_metadata(staging, meta)
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
-    return out
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        save_file(tensors, str(staging / _WEIGHTS), metadata={"format": "pt"})
+        (staging / _CONFIG).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        for name in _COPIED:
+            if (upper / name).is_file():
+                shutil.copy2(upper / name, staging / name)
+        write_metadata(staging, meta)
+    except BaseException:  # nothing half-written is left behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return publish_directory(staging, out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         print(compose(args.lower, args.upper, args.out))
-    except (ComposeError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # ComposeError and PolicyVersionError are ValueErrors
         print(f"compose: {exc}", file=sys.stderr)
         return 2
     return 0

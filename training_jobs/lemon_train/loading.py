@@ -14,6 +14,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from lemon.backends.packaged import GGUF_BASE_PREFIX
 from lemon.learning.training_config import PACKAGED_BASE
 from lemon.policy.version import METADATA_FILE, PolicyMetadata, PolicyVersionError, read_policy
 from lemon_train.errors import TrainingError
@@ -38,12 +39,12 @@ def resolve_base(base_model: str) -> tuple[str, PolicyMetadata | None]:
         from lemon.backends.packaged import converted_packaged_model
 
         return str(converted_packaged_model("bfloat16")), None
-    if base_model.startswith("gguf:"):  # a pinned GGUF model (lemon models fetch), dequantized
+    if base_model.startswith(GGUF_BASE_PREFIX):  # a fetched pinned GGUF model, dequantized
         from lemon.backends.ggufs import ModelNotFetched
         from lemon.backends.packaged import converted_gguf_model
 
         try:
-            return str(converted_gguf_model(base_model.removeprefix("gguf:"))), None
+            return str(converted_gguf_model(base_model.removeprefix(GGUF_BASE_PREFIX))), None
         except (KeyError, ModelNotFetched) as exc:
             raise TrainingError(f"base_model: {exc.args[0]}") from None
     path = Path(base_model).expanduser()

@@ -45,6 +45,7 @@ __all__ = [
     "LlamaModel",
     "LlamaSettings",
     "TextCallback",
+    "default_decode_group",
     "load_llama",
 ]
 
@@ -92,6 +93,11 @@ on this project's 2-core AVX2 machine (``benchmarks/results/tiers-cpu/batch-prof
 large-tier gain at 8 agents: 1.31 in one call, 1.54-1.58 in groups of 4). The small and medium
 tiers gained nothing from groups of 4 there (1.20-1.21 against 1.35-1.42 for the small one), so
 they decode every active sequence in one call."""
+
+
+def default_decode_group(model: str) -> int:
+    """The measured :attr:`LlamaSettings.decode_group` for ``model`` (0: one call)."""
+    return DECODE_GROUPS.get(model, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -535,7 +541,7 @@ class LlamaBackend:
         self.threads = threads or int(os.environ.get("LEMON_LLAMA_THREADS", "0") or 0)
         self.tier = tier
         self.repack = repack
-        self.decode_group = DECODE_GROUPS.get(model, 0) if decode_group is None else decode_group
+        self.decode_group = default_decode_group(model) if decode_group is None else decode_group
         self._model: LlamaModel | None = None
 
     @property
