@@ -250,6 +250,17 @@ def test_tier_decode_groups_come_from_the_profile_or_the_pinned_model() -> None:
     assert LlamaBackend("qwen2.5-coder-1.5b-instruct", decode_group=0).decode_group == 0
     with pytest.raises(ValueError, match="decode_group applies to llamacpp tiers"):
         TierBackend(type="openai", url="http://x/v1", model="m", decode_group=2)
+    from lemon.capacity import CapacityProfile, build_backends
+    from lemon.spec.models import Capacity
+
+    tiers = {
+        tier: TierBackend(type="llamacpp", model="qwen2.5-coder-0.5b-instruct") for tier in Capacity
+    }
+    tiers[Capacity.LARGE] = TierBackend(
+        type="llamacpp", model="qwen2.5-coder-1.5b-instruct", decode_group=2
+    )
+    built = build_backends(CapacityProfile(name="groups", tiers=tiers))  # lazy: nothing loads
+    assert [getattr(built[t], "decode_group", None) for t in Capacity] == [0, 0, 2]
 
 
 def test_the_medium_tier_answers_a_sum(qwen_05b: Path) -> None:
