@@ -25,7 +25,9 @@ What is timed, and what is not:
   sleeping the one-client engine wall time, loaded by the same clients: what this harness's
   Python client and grpc.aio cost at this concurrency on this machine, the floor under
   ``p99_ms``. ``server_cpu_ms_per_request`` and ``floor_cpu_ms_per_request``: each server's CPU
-  time over the requests of the loaded phase.
+  time over the requests of the loaded phase. Both servers run on the same event loop
+  (``event_loop``: ``lemon serve --event-loop``, uvloop by default); the clients run on
+  asyncio's own.
 
 Also reported: ``rps`` (requests answered per second), ``lost`` (request ids never answered) and
 ``duplicated`` (ids answered more than once, or answered with another id). A one-client phase
@@ -82,7 +84,7 @@ def _profile_file(directory: Path, latency: float) -> Path:
 
 
 class _Server:
-    def __init__(self, profiles: Path, *, concurrency: int) -> None:
+    def __init__(self, profiles: Path, *, concurrency: int, event_loop: str) -> None:
         self.port = _free_port()
         self.target = f"127.0.0.1:{self.port}"
         lemon = Path(sys.executable).with_name("lemon")
@@ -91,6 +93,7 @@ class _Server:
                 *(str(lemon), "serve", "--port", str(self.port), "--profile", "bench"),
                 *("--profiles", str(profiles), "--max-concurrency", str(concurrency)),
                 *("--max-waiting", str(concurrency)),
+                *("--event-loop", event_loop),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -227,11 +230,11 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _floor(*, wall_s: float, clients: int, per_client: int) -> dict[str, Any]:
-    """The same load against the bare grpc.aio server (a subprocess)."""
+def _floor(*, wall_s: float, clients: int, per_client: int, event_loop: str) -> dict[str, Any]:
+    """The same load against the bare grpc.aio server (a subprocess, on the service's loop)."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, __file__, "--echo-server", str(port), str(wall_s)],
+        [sys.executable, __file__, "--echo-server", str(port), str(wall_s), event_loop],
         cwd=ROOT,
         stderr=subprocess.PIPE,
     )
@@ -310,7 +313,9 @@ def _report(result: dict[str, Any], *, out: Path | None, as_json: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--echo-server"]:  # the floor's server, started by _floor
-        asyncio.run(_echo_server(int(argv[1]), float(argv[2])))
+        from lemon_service.server import run_serving
+
+        run_serving(_echo_server(int(argv[1]), float(argv[2])), event_loop=argv[3])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -321,12 +326,20 @@ def main(argv: list[str] | None = None) -> int:
         "--single", type=int, default=50, help="requests of the one-client (unloaded) phase"
     )
     parser.add_argument("--no-ghz", action="store_true", help="skip the ghz side-by-side run")
+    parser.add_argument(
+        "--event-loop",
+        choices=["auto", "uvloop", "asyncio"],
+        default="auto",
+        help="lemon serve's --event-loop, and the floor server's (default auto: uvloop)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     args = parser.parse_args(argv)
+    from lemon_service.server import event_loop_name
+
     load_before = round(os.getloadavg()[0], 2)  # a shared machine: say how busy it was
     with tempfile.TemporaryDirectory() as tmp:
         profiles = _profile_file(Path(tmp), args.latency)
-        server = _Server(profiles, concurrency=args.clients)
+        server = _Server(profiles, concurrency=args.clients, event_loop=args.event_loop)
         try:
             asyncio.run(server.wait_ready())
             single = asyncio.run(_load(server.target, clients=1, per_client=args.single))
@@ -349,12 +362,14 @@ def main(argv: list[str] | None = None) -> int:
         wall_s=single["server_engine_wall_p50_ms"] / 1000,
         clients=args.clients,
         per_client=args.per_client,
+        event_loop=args.event_loop,
     )
     result = {
         "benchmark": "grpc",
         "backend": "scripted test double (fixed latency), 3-agent template team",
         "clients": args.clients,
         "latency_s": args.latency,
+        "event_loop": event_loop_name(args.event_loop),
         **load,
         **engine,
         "rps_vs_engine_only": round(load["rps"] / engine["engine_only_rps"], 3),

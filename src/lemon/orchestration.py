@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from lemon.backends.base import Backend, Decoding
@@ -114,6 +114,11 @@ class RunTiers:
     name: str
     backends: Mapping[Capacity, Backend]
     prices: TierPrices = DEFAULT_TIER_PRICES
+    note: str = field(init=False, compare=False, repr=False)
+    """:func:`profile_note` of these tiers, worded once (every run reports it)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "note", profile_note(self))
 
     @classmethod
     def of(cls, profile: CapacityProfile, backends: Mapping[Capacity, Backend]) -> RunTiers:
@@ -155,6 +160,10 @@ async def plan_task(
     if trace is not None:
         trace.emit(SpecReady(origin=plan.origin))
     return plan
+
+
+_RESULT_FIELDS = tuple(f.name for f in fields(RunResult))
+"""The engine's result fields a :class:`TaskRun` carries over (read once, not per run)."""
 
 
 async def run_task(
@@ -208,13 +217,13 @@ async def run_task(
     finally:
         if owned:
             await close_backends(tiers.backends)
-    engine = {f.name: getattr(result, f.name) for f in fields(RunResult)}
+    engine = {name: getattr(result, name) for name in _RESULT_FIELDS}
     return TaskRun(
         **engine,
         spec_origin=plan.origin,
         policy=plan.decision,
         profile=tiers.name,
-        profile_note=profile_note(tiers),
+        profile_note=tiers.note,
         tier_prices=tiers.prices,
     )
 

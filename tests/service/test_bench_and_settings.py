@@ -4,7 +4,9 @@ status, and `lemon client`/`lemon serve` usage errors."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,7 @@ def test_bench_grpc_prints_the_load_figures() -> None:
     assert result["ghz_count"] == 12
     assert result["ghz_status"] == {"OK": 12}
     assert result["rps"] > 0
+    assert result["event_loop"] == "uvloop"  # the service extra brings it: the default's loop
 
 
 def _resource(tmp_path: Path, tiers: list[dict[str, object]]) -> Path:
@@ -150,3 +153,49 @@ def test_client_commands(scripted_server: ServeProcess) -> None:
     missing = run_lemon(*target, "validate", "/no/such/file.yaml")
     assert missing.returncode == 2
     assert "cannot read /no/such/file.yaml" in missing.stderr
+
+
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_serve_answers_and_drains_on_either_event_loop(
+    event_loop: str, service_logs: Path, tmp_path: Path
+) -> None:
+    """``--event-loop``: the server says which loop it runs, answers a run, and drains on
+    SIGTERM (the signal handlers and grpc.aio's completion queue work on both loops)."""
+    server = ServeProcess("--profile", "scripted", "--event-loop", event_loop, log_dir=service_logs)
+    try:
+        done = run_lemon(
+            "client", "--target", server.target, "orchestrate", "--task", "What is 6 * 7?", "--json"
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["status"] == "succeeded"
+    finally:
+        server.stop()
+    assert server.process.returncode == 0, server.log.read_text()
+    assert f"event loop {event_loop})" in server.log.read_text().replace(";", ")")
+
+
+def test_event_loop_choice_without_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` falls back to asyncio's loop where uvloop is not installed; asking for uvloop
+    then is a clear error naming the package, and no coroutine is left unawaited."""
+    import sys
+
+    from lemon_service.server import event_loop_name, run_serving
+
+    assert event_loop_name("auto") == "uvloop"
+    assert event_loop_name("asyncio") == "asyncio"
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now raises ImportError
+    assert event_loop_name("auto") == "asyncio"
+    with pytest.raises(SettingsError, match="uvloop is not installed"):
+        event_loop_name("uvloop")
+    with pytest.raises(SettingsError, match="not one of auto, uvloop, asyncio"):
+        event_loop_name("trio")
+
+    async def never() -> None:
+        raise AssertionError("must not run")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(SettingsError):
+            run_serving(never(), event_loop="uvloop")
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]

@@ -85,3 +85,25 @@ def test_lemon_trace_reads_standard_input() -> None:
     timeline = run_lemon("trace", "-", "--timeline", stdin="\n".join(lines) + "\n")
     assert timeline.returncode == 0, timeline.stderr
     assert timeline.stdout.startswith("a ")
+
+
+def test_emit_stamps_a_new_event_in_place_and_copies_a_stamped_one() -> None:
+    """Each emit site builds its event for one emit, so it is stamped in place; an event that
+    carries a time already (emitted to another writer, or read back) is copied, and the first
+    writer's record keeps its own time."""
+    import time as _time
+
+    from lemon.events import SpecReady, TraceWriter
+
+    first, second = TraceWriter(), TraceWriter()
+    event = SpecReady(origin="template")
+    _time.sleep(0.002)
+    stamped = first.emit(event)
+    assert stamped is event
+    assert stamped.t > 0
+    _time.sleep(0.002)
+    again = second.emit(stamped)
+    assert again is not stamped
+    assert again.origin == "template"
+    assert first.events[0].t == stamped.t  # untouched by the second writer
+    assert second.events == [again]

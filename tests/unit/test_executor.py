@@ -281,3 +281,101 @@ def test_template_policy_specs_are_valid(kind: str) -> None:
 
     _, spec, text = template_spec("x", kind=TaskKind(kind))
     assert parse_spec(text).spec == spec
+
+
+CHAIN = """\
+agents:
+  - {name: plan, role: planner, capacity: small}
+  - {name: solve, role: math_solver, capacity: medium, depends_on: [plan]}
+  - {name: check, role: critic, capacity: large, depends_on: [solve]}
+"""
+
+
+def _outcome(result, trace: TraceWriter) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
+    """What a run did, without its timings: statuses, failures, errors and the event sequence."""
+    agents = tuple((a.name, a.status, a.failure, a.error) for a in result.agents)
+    kinds = tuple((e.kind, getattr(e, "agent", "")) for e in trace.events)
+    return result.status, result.failure, result.error, agents, kinds
+
+
+def _chain_run(
+    monkeypatch: pytest.MonkeyPatch, rules: tuple[ScriptedRule, ...], options: ExecutionOptions
+) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """CHAIN's outcome on the chain path and, forced, on the task path (one task per agent)."""
+    import lemon.engine.executor as executor
+
+    outcomes = []
+    for chain in (True, False):
+        calls: list[int] = []
+        real = executor._run_chain
+
+        async def spy(*args, _real=real, _calls=calls, **kwargs):  # type: ignore[no-untyped-def]
+            _calls.append(1)
+            return await _real(*args, **kwargs)
+
+        monkeypatch.setattr(executor, "_run_chain", spy)
+        if not chain:  # levels the chain check never takes for a chain: the task path runs it
+            monkeypatch.setattr(executor, "compile_spec", _levels_padded(executor.compile_spec))
+        trace = TraceWriter()
+        result = run(CHAIN, backends(*rules), trace=trace, options=options)
+        monkeypatch.undo()
+        assert calls == ([1] if chain else [])
+        outcomes.append(_outcome(result, trace))
+    return outcomes[0], outcomes[1]
+
+
+def test_a_chain_runs_in_the_callers_task_with_the_same_outcome_as_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A DAG with one agent per level runs agent after agent in the calling task; it must end
+    exactly as one task per agent does: on success, and cut by the deadline mid-chain (the
+    hanging agent failed, the one after it skipped, every agent finished in the trace)."""
+    chained, tasked = _chain_run(monkeypatch, (), FAST)
+    assert chained == tasked
+    assert chained[0] is RunStatus.SUCCEEDED
+    hang = ScriptedRule(match="You are a careful mathematician", fail="hang")
+    chained, tasked = _chain_run(monkeypatch, (hang,), ExecutionOptions(deadline_s=0.3))
+    assert chained == tasked
+    _, _, error, agents, kinds = chained
+    assert error == "run deadline of 0.3 s reached"
+    statuses = [agent[1] for agent in agents]
+    assert statuses == [AgentStatus.SUCCEEDED, AgentStatus.FAILED, AgentStatus.SKIPPED]
+    assert [k for k in kinds if k[0] == "agent_finish"] == [
+        ("agent_finish", "plan"),
+        ("agent_finish", "solve"),
+        ("agent_finish", "check"),
+    ]
+
+
+def _levels_padded(compile_spec):  # type: ignore[no-untyped-def]
+    """compile_spec whose levels hold an empty name beside each agent: not a chain to the
+    executor's check, the same DAG otherwise (the task path runs it)."""
+    import dataclasses
+
+    def padded(*args, **kwargs):  # type: ignore[no-untyped-def]
+        dag = compile_spec(*args, **kwargs)
+        return dataclasses.replace(dag, levels=tuple((*level, "") for level in dag.levels))
+
+    return padded
+
+
+def test_cancelling_a_chain_ends_every_agent_in_the_trace() -> None:
+    """A run cancelled from outside (a client gone) mid-chain: the running agent failed, the
+    rest skipped, each with its agent_finish event, and the cancellation reaches the caller."""
+    tiers = backends(ScriptedRule(match="You are a careful mathematician", fail="hang"))
+    parsed = parse_spec(CHAIN)
+    trace = TraceWriter()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(
+            execute(parsed.spec, task="What is 6 * 7?", backends=tiers, trace=trace, options=FAST)
+        )
+        while not any(isinstance(e, AgentStarted) and e.agent == "solve" for e in trace.events):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    finished = {e.agent: e.status for e in trace.events if isinstance(e, AgentFinished)}
+    assert finished == {"plan": "succeeded", "solve": "failed", "check": "skipped"}
