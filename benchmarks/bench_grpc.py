@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
 
         run_serving(_echo_server(int(argv[1]), float(argv[2])), event_loop=argv[3])
         return 0
+    from lemon_service.server import event_loop_name
+    from lemon_service.settings import EVENT_LOOPS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--clients", type=int, default=64)
@@ -357,14 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ghz", action="store_true", help="skip the ghz side-by-side run")
     parser.add_argument(
         "--event-loop",
-        choices=["auto", "uvloop", "asyncio"],
+        choices=EVENT_LOOPS,
         default="auto",
         help="lemon serve's --event-loop, and the floor server's (default auto: uvloop)",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     args = parser.parse_args(argv)
-    from lemon_service.server import event_loop_name
-
     load_before = round(os.getloadavg()[0], 2)  # a shared machine: say how busy it was
     with tempfile.TemporaryDirectory() as tmp:
         profiles = _profile_file(Path(tmp), args.latency)

@@ -31,9 +31,9 @@ from lemon_service.metrics import ObservingInterceptor, ServiceMetrics
 from lemon_service.run_journal import JournalError, RunJournal
 from lemon_service.run_store import RunStore
 from lemon_service.servicer import SERVICE_NAME, OrchestratorServicer
-from lemon_service.settings import ServerConfig, SettingsError
+from lemon_service.settings import EVENT_LOOPS, ServerConfig, SettingsError
 
-__all__ = ["EVENT_LOOPS", "Server", "event_loop_name", "run_serving", "serve"]
+__all__ = ["Server", "event_loop_name", "run_serving", "serve"]
 
 log = logging.getLogger("lemon.serve")
 GRACE_S = 5.0
@@ -161,9 +161,6 @@ class Server:
         await self.dispatcher.aclose()
         self.metrics.stop()
         telemetry.shutdown()  # exports the spans still buffered
-
-
-EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 
 
 def event_loop_name(choice: str) -> str:

@@ -29,6 +29,7 @@ from lemon.spec.models import Capacity
 from lemon_service.endpoints import Endpoint, endpoint_tiers
 
 __all__ = [
+    "EVENT_LOOPS",
     "Limits",
     "ServerConfig",
     "SettingsError",
@@ -38,6 +39,8 @@ __all__ = [
 ]
 
 DEFAULT_PORT = 50051
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+"""``lemon serve --event-loop``: auto is uvloop where it is installed, else asyncio's own."""
 
 
 class SettingsError(ValueError):
