@@ -106,6 +106,23 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> None:
     )  # fmt: skip
 
 
+def _wait_served(kubeconfig: Path, kinds: tuple[str, ...], timeout: float = 120.0) -> None:
+    kubectl = Path(sys.executable).with_name("kubectl")
+    deadline = time.monotonic() + timeout
+    for kind in kinds:
+        while True:
+            proc = subprocess.run(
+                [str(kubectl), f"--kubeconfig={kubeconfig}",
+                 f"--cache-dir={kubeconfig.parent / 'kc'}", "explain", f"{kind}.spec"],
+                text=True, capture_output=True, check=False,
+            )  # fmt: skip
+            if proc.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the API server never served the {kind} kind: {proc.stderr}")
+            time.sleep(0.5)
+
+
 def _wait_http(port: int, process: subprocess.Popen[Any], *, what: str) -> None:
     import httpx
 
@@ -440,8 +457,10 @@ def _start_stack(
         kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"),
         "-f", str(INFERENCESERVICE_CRD),
     )  # fmt: skip
-    for crd in ("lemonruns.lemon.ai", "lemoncapacityprofiles.lemon.ai"):
-        _kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{crd}")
+    # kopf watches only the kinds that discovery serves when it starts (an InferenceService
+    # kind it missed then is never watched, and the profile never sees its tier turn ready):
+    # every CRD Established and each kind's schema published before the operator starts.
+    _wait_served(kubeconfig, ("lemonrun", "lemoncapacityprofile", "inferenceservice"))
     _kubectl(kubeconfig, "create", "namespace", NAMESPACE)
 
     tier_port, service_port = _free_port(), _free_port()
