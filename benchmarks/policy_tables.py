@@ -91,7 +91,7 @@ def configs(bench: str) -> list[Path]:
         path = out / f"sft-s{seed}.yaml"
         _write(path, sft, f"SFT warm start, seed {seed}, on the {bench} train table's teacher rows")
         written.append(path)
-        for arm, credit in (("global", False), ("credit", True)):
+        for arm, credit in (("global", False), ("credit", True), ("paid", True)):
             grpo = {
                 "stage": "grpo",
                 "base_model": f"policies/tables/{bench}-sft-s{seed}",
@@ -132,10 +132,31 @@ def configs(bench: str) -> list[Path]:
                     "max_mutants": 2,
                 },
             }
+            if arm == "paid":  # only the mutants whose calls the run has read already
+                grpo["counterfactual"]["mutants"] = "paid"
             path = out / f"grpo-{arm}-s{seed}.yaml"
-            what = "two-way counterfactual credit" if credit else "plain GRPO (no credit)"
+            what = {
+                "global": "plain GRPO (no credit)",
+                "credit": "two-way counterfactual credit",
+                "paid": "two-way counterfactual credit from paid mutants only (no new calls)",
+            }[arm]
             _write(path, grpo, f"GRPO, {what}, seed {seed}, from that seed's SFT warm start")
             written.append(path)
+            if credit and seed == SEEDS[0]:
+                # the GRPO runs' own shuffled-label control: the same credit arm, from the SFT
+                # on the shuffled rows, so what GRPO adds beside the labels is measured too
+                control = grpo | {
+                    "base_model": f"policies/tables/{bench}-sft-shuffled",
+                    "output_dir": f"policies/tables/{bench}-grpo-credit-shuffled",
+                    "version": "grpo-credit-shuffled",
+                }
+                path = out / "grpo-credit-shuffled.yaml"
+                _write(
+                    path,
+                    control,
+                    f"GRPO, {what}, seed {seed}, from the shuffled-label SFT (the control)",
+                )
+                written.append(path)
     return written
 
 
@@ -158,12 +179,14 @@ def calls_to_reach(rows: list[dict[str, Any]], target: float) -> float | None:
     return None
 
 
-def credit_ratio(bench: str) -> dict[str, Any]:
+def credit_ratio(bench: str, arm: str = "credit") -> dict[str, Any]:
+    """The credit arm ``arm`` (``credit``: every mutant scored; ``paid``: paid mutants only)
+    against plain GRPO, seed by seed."""
     pairs = []
     per_seed = []
     for seed in SEEDS:
         plain = _metrics(RESULTS / bench / "grpo" / f"global-s{seed}" / "metrics.jsonl")
-        credit = _metrics(RESULTS / bench / "grpo" / f"credit-s{seed}" / "metrics.jsonl")
+        credit = _metrics(RESULTS / bench / "grpo" / f"{arm}-s{seed}" / "metrics.jsonl")
         held = [r for r in plain if "heldout/reward" in r]
         totals = [float(r["worker_calls_total"]) for r in plain if "worker_calls_total" in r]
         if not held or not totals or not credit:
@@ -276,6 +299,10 @@ def summary() -> dict[str, Any]:
         if found is not None:
             out[bench] = found
     out |= credit_ratio("svamp")
+    paid = credit_ratio("svamp", "paid")
+    out["paid_credit_calls_ratio"] = paid["credit_calls_ratio"]
+    out["paid_credit_calls_ratio_ci95"] = paid["credit_calls_ratio_ci95"]
+    out["paid_per_seed"] = paid["per_seed"]
     shipped = json.loads((ROOT / "src/lemon/policy/learned/policy.json").read_text())
     out["shipped_policy"] = f"{shipped['policy']}@{shipped['version']} (--policy learned)"
     return out

@@ -94,6 +94,51 @@ def test_reward_credits_land_on_the_edited_field(tiny_policy: Path) -> None:
     assert "cf/delta_mean" in logged
 
 
+def test_paid_mutants_on_the_simulator_are_those_whose_calls_the_batch_ran(
+    tiny_policy: Path,
+) -> None:
+    """``mutants: paid``: credit only from mutants whose every agent call some rollout of the
+    batch already made (the simulator's per-batch call count), and the same Δc as scoring it."""
+    from lemon_train.loading import load_tokenizer
+    from lemon_train.rewards import call_keys
+
+    tokenizer = load_tokenizer(str(tiny_policy))
+    task = make_tasks(1, seed=5)[0]
+    text = format_spec(canonical_specs(task)[-1])  # solver + checker, both large
+    parsed = parse_spec(text)
+    every = mutations(parsed)
+    sibling = format_spec(every[0].spec)  # a rollout that is the first mutant
+    batch = [
+        tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        for t in (text, sibling)
+    ]
+    reward = SyntheticReward(
+        lambda i: tokenizer.decode(list(i), skip_special_tokens=True),
+        rewards=RewardConfig(),
+        counterfactual=CounterfactualConfig(max_mutants=64, mutants="paid"),
+    )
+    row = _row(task)
+    rewards = asyncio.run(
+        reward(
+            prompts=[None, None],
+            completions=[None, None],
+            completion_ids=batch,
+            **{key: [value, value] for key, value in row.items()},
+        )
+    )
+    ran = set(call_keys(parsed.spec, task.id)) | set(call_keys(every[0].spec, task.id))
+    paid = [m for m in every if set(call_keys(m.spec, task.id)) <= ran]
+    assert paid
+    assert paid[0] is every[0]
+    assert len(paid) < len(every)
+    credits = reward.take_pending(2)[0]
+    assert [c.kind for c in credits] == [m.kind.value for m in paid]
+    for credit, mutation in zip(credits, paid, strict=True):
+        mutant = evaluate(mutation.spec, mutation.spec.output or parsed.output, task).reward
+        assert credit.delta == pytest.approx(rewards[0] - mutant)
+    assert reward.last.unpaid_mutants >= len(every) - len(paid)
+
+
 def _trainer(tiny_policy: Path, tmp_path: Path, lambda_cf: float) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig

@@ -120,6 +120,64 @@ def test_mutants_of_a_column_are_mostly_other_columns(table: Table, tiny_model: 
     assert set(TEAMS) >= {"single-large", "single-medium"}
 
 
+def test_paid_mutants_credit_only_with_calls_already_read(table: Table, tiny_model: Path) -> None:
+    """``mutants: paid``: a mutant counts only when the run has read every call it makes (here a
+    sibling rollout's column), so the credit adds no distinct worker call; the same mutant, when
+    nothing paid for it, is left out and counted as unpaid."""
+    from lemon_train.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    one = {k: v[:1] for k, v in _rows(table).items()}
+    large, medium = (
+        tokenizer(SINGLE.format(tier=tier), add_special_tokens=False)["input_ids"]
+        for tier in ("large", "medium")
+    )
+    credit = CounterfactualConfig(
+        enabled=True, kinds=[MutationKind.DOWNGRADE_CAPACITY], max_mutants=1, mutants="paid"
+    )
+    reward = _reward(table, tokenizer, live=False, counterfactual=credit)
+    # alone, the large solver's downgrade (the medium column) was never read: no credit
+    asyncio.run(reward([None], [None], [large], **one))
+    assert reward.last.mutant_runs == 0
+    assert reward.last.unpaid_mutants == 1
+    assert reward.last.metrics()["cf/unpaid_mutants"] == 1.0
+    assert reward.take_pending(1) == [[]]
+    assert reward.distinct_calls == 1  # the mutant's tentative read left no trace
+    # beside a medium sibling: the large one's mutant is paid for, the medium one's (small) not
+    pair = {k: v * 2 for k, v in one.items()}
+    asyncio.run(reward([None] * 2, [None] * 2, [large, medium], **pair))
+    assert reward.last.mutant_runs == 1
+    assert reward.last.unpaid_mutants == 1
+    assert reward.distinct_calls == 2  # large and medium: the credit read nothing new
+    paid, none = reward.take_pending(2)
+    assert none == []
+    # the same Δc as scoring every mutant (``mutants: all``) gives
+    every = _reward(
+        table, tokenizer, live=False,
+        counterfactual=credit.model_copy(update={"mutants": "all"}),
+    )  # fmt: skip
+    asyncio.run(every([None], [None], [large], **one))
+    (expected,) = every.take_pending(1)[0]
+    assert [(c.kind, c.tokens, c.delta) for c in paid] == [
+        (expected.kind, expected.tokens, expected.delta)
+    ]
+    assert every.distinct_calls == 2  # it paid for the medium call itself
+
+
+def test_paid_mutants_refuse_live_calls(table: Table, tiny_model: Path) -> None:
+    from lemon_train.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    one = {k: v[:1] for k, v in _rows(table).items()}
+    large = tokenizer(SINGLE.format(tier="large"), add_special_tokens=False)["input_ids"]
+    credit = CounterfactualConfig(
+        enabled=True, kinds=[MutationKind.DOWNGRADE_CAPACITY], max_mutants=1, mutants="paid"
+    )
+    reward = _reward(table, tokenizer, live=True, counterfactual=credit)
+    with pytest.raises(ValueError, match="live calls off"):
+        asyncio.run(reward([None], [None], [large], **one))
+
+
 def test_engine_reward_on_the_tiny_llamacpp_tiers(tiny_model: Path, tmp_path: Path) -> None:
     """EngineReward executes a rollout and its mutant on real models (the ``tiny`` profile:
     SmolLM2-135M on llama.cpp on every tier), scores it as evaluation does, and keeps its

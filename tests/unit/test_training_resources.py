@@ -274,3 +274,27 @@ def test_a_generation_that_cannot_work_is_refused_with_its_field(
         training_config(
             TrainingSpec.model_validate(minimal(stage=stage, generation=generation)), version="v1"
         )
+
+
+@pytest.mark.parametrize(
+    ("data", "live", "message"),
+    [
+        ("table:benchmarks/results/tables/svamp-train", True, "needs hyperparameters.live_calls"),
+        ("benchmark:gsm8k", False, "needs table: or synthetic data"),
+    ],
+)
+def test_paid_mutants_need_calls_known_before_they_run(data: str, live: bool, message: str) -> None:
+    from lemon.learning.training_config import TrainingConfig
+
+    config = {
+        "stage": "grpo",
+        "data": data,
+        "output_dir": "out",
+        "hyperparameters": {"live_calls": live},
+        "counterfactual": {"mutants": "paid"},
+    }
+    with pytest.raises(ValidationError, match=message):
+        TrainingConfig.model_validate(config)
+    config["hyperparameters"] = {"live_calls": False}
+    config["data"] = "synthetic:4"
+    assert TrainingConfig.model_validate(config).counterfactual.mutants == "paid"

@@ -13,7 +13,10 @@ batch. For each completion it:
    whose inputs changed re-run). With both ``upgrade_capacity`` and ``downgrade_capacity``
    enabled, a capacity field is scored at every other tier; the field's credit ``Δc`` follows
    :func:`lemon_train.credit.field_credits` and lands on the tokens of the mutation's
-   ``credit_span`` (the tokens that create the field).
+   ``credit_span`` (the tokens that create the field). Every rollout of the batch is scored
+   before any mutant. With ``mutants: paid`` every mutant is scored tentatively and only the
+   fields whose every mutant makes no worker call the run has not read already are kept
+   (:meth:`SpecReward.paid_mutant`), then K are picked among those: credit at no new call.
 
 The credits of the last call wait in :attr:`SpecReward.pending` for the trainer
 (:class:`lemon_train.grpo.CounterfactualGRPOTrainer`), which adds ``λ_cf · Δc`` to those tokens'
@@ -74,6 +77,8 @@ class BatchStats:
     deltas_by_kind: dict[str, list[float]] = field(default_factory=dict)
     optimum_ratio: list[float] = field(default_factory=list)
     mutant_runs: int = 0
+    unpaid_mutants: int = 0
+    """Mutants left out because a worker call of theirs was not read before (``paid``)."""
     worker_calls: int = 0
     """Agent executions a reuse cache living for this batch could not answer (simulators)."""
 
@@ -84,6 +89,8 @@ class BatchStats:
             "worker_tokens": statistics.fmean(self.worker_tokens) if self.worker_tokens else 0.0,
             "cf/mutants": float(self.mutant_runs),
         }
+        if self.unpaid_mutants:
+            out["cf/unpaid_mutants"] = float(self.unpaid_mutants)
         if self.success:
             out["success"] = statistics.fmean(self.success)
         if self.worker_calls:
@@ -149,8 +156,8 @@ class SpecReward:
             config=self.rewards,
         )
 
-    def _fields(self, parsed: ParsedSpec) -> list[list[Mutation]]:
-        """The spec's mutants of the enabled kinds, one list per field, up to K mutants."""
+    def _field_groups(self, parsed: ParsedSpec) -> list[list[Mutation]]:
+        """Every mutant of the enabled kinds, one list per field, in the spec's order."""
         kinds = set(self.counterfactual.kinds)
         capacity = {MutationKind.UPGRADE_CAPACITY, MutationKind.DOWNGRADE_CAPACITY}
         sweep = capacity <= kinds
@@ -167,7 +174,11 @@ class SpecReward:
                     for tier in Capacity
                     if tier is not agent.capacity
                 ]
-        groups = list(fields.values())
+        return list(fields.values())
+
+    def _pick(self, groups: list[list[Mutation]]) -> list[list[Mutation]]:
+        """Whole fields at random, up to K mutants in all, back in the spec's order."""
+        groups = list(groups)
         self.rng.shuffle(groups)
         picked, budget = [], self.counterfactual.max_mutants
         for group in groups:
@@ -177,9 +188,15 @@ class SpecReward:
         picked.sort(key=lambda group: group[0].span)
         return picked
 
-    async def _one(
+    def _fields(self, parsed: ParsedSpec) -> list[list[Mutation]]:
+        """The spec's mutants of the enabled kinds, one list per field, up to K mutants."""
+        return self._pick(self._field_groups(parsed))
+
+    async def _rollout(
         self, index: int, ids: Sequence[int], row: Mapping[str, Any], stats: BatchStats
-    ) -> tuple[float, list[SpanCredit]]:
+    ) -> tuple[float, tuple[int, ParsedSpec] | None]:
+        """The completion's reward, and (its spec's offset in the text, the parsed spec) when
+        its mutants are to be scored."""
         raw = self.decode(ids)
         # the text evaluation reads: cut at the policy's stop, the YAML extracted
         start, end = spec_region(raw)
@@ -191,7 +208,7 @@ class SpecReward:
             best = self.optimum(row)
             if best:
                 stats.optimum_ratio.append(self.rewards.invalid_reward / best)
-            return self.rewards.invalid_reward, []
+            return self.rewards.invalid_reward, None
         outcome = await self.score(index, parsed, row)
         self.count_calls(parsed.spec, row, stats)
         reward = self._reward(outcome)
@@ -201,15 +218,46 @@ class SpecReward:
         if best:
             stats.optimum_ratio.append(reward / best)
         if not (self.counterfactual.enabled and outcome.valid):
-            return reward, []
-        fields = self._fields(parsed)
-        chosen = [mutation for group in fields for mutation in group]
-        if not chosen:
-            return reward, []
+            return reward, None
+        return reward, (start, parsed)
+
+    async def _mutants(
+        self, index: int, parsed: ParsedSpec, row: Mapping[str, Any], stats: BatchStats
+    ) -> list[tuple[Mutation, Outcome]]:
+        """The chosen mutants and their outcomes. ``mutants: paid`` scores every mutant
+        tentatively and keeps only whole fields whose every mutant is paid for (its calls
+        read before), then picks among those: credit that costs no new worker call."""
+        if self.counterfactual.mutants == "all":
+            chosen = [mutation for group in self._fields(parsed) for mutation in group]
+            outcomes = await asyncio.gather(
+                *(self.score_mutant(index, m, parsed, row) for m in chosen)
+            )
+            return list(zip(chosen, outcomes, strict=True))
+        groups = self._field_groups(parsed)
+        flat = [mutation for group in groups for mutation in group]
+        tried = await asyncio.gather(*(self.paid_mutant(index, m, parsed, row) for m in flat))
+        outcome_of = {id(m): o for m, o in zip(flat, tried, strict=True)}
+        paid = [g for g in groups if all(outcome_of[id(m)] is not None for m in g)]
+        stats.unpaid_mutants += sum(len(g) for g in groups) - sum(len(g) for g in paid)
+        picked = [mutation for group in self._pick(paid) for mutation in group]
+        return [(m, o) for m in picked if (o := outcome_of[id(m)]) is not None]
+
+    async def _credit(
+        self,
+        index: int,
+        ids: Sequence[int],
+        row: Mapping[str, Any],
+        reward: float,
+        start: int,
+        parsed: ParsedSpec,
+        stats: BatchStats,
+    ) -> list[SpanCredit]:
+        scored = await self._mutants(index, parsed, row, stats)
+        if not scored:
+            return []
         offsets = token_offsets(self.decode, ids, token_bytes=self.token_bytes)  # in ``raw``
-        outcomes = await asyncio.gather(*(self.score_mutant(index, m, parsed, row) for m in chosen))
         scores = []
-        for mutation, mutant in zip(chosen, outcomes, strict=True):
+        for mutation, mutant in scored:
             self.count_calls(mutation.spec, row, stats)
             stats.mutant_runs += 1
             first, last = mutation.credit_span
@@ -232,7 +280,17 @@ class SpecReward:
         for credit in credits:
             stats.deltas.append(credit.delta)
             stats.deltas_by_kind.setdefault(credit.kind, []).append(credit.delta)
-        return reward, credits
+        return credits
+
+    async def paid_mutant(
+        self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
+    ) -> Outcome | None:
+        """The mutant's outcome if every worker call it makes was read before in this run,
+        else None (``mutants: paid``); a reward that cannot tell refuses."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot tell which mutants are paid for: "
+            "counterfactual.mutants paid needs an outcome table or a simulator"
+        )
 
     def count_calls(self, spec: Spec, row: Mapping[str, Any], stats: BatchStats) -> None:
         """Count the worker calls of executing ``spec`` (simulators; the engine has its own)."""
@@ -251,12 +309,23 @@ class SpecReward:
         ]
         stats = BatchStats(valid=[True] * count)
         self._calls = set()
+        # every rollout first, then the mutants: a mutant that repeats a sibling's calls finds
+        # them already read (paid mutants, the engine's in-batch reuse cache)
         results = await asyncio.gather(
-            *(self._one(i, ids, rows[i], stats) for i, ids in enumerate(completion_ids))
+            *(self._rollout(i, ids, rows[i], stats) for i, ids in enumerate(completion_ids))
         )
         rewards = [reward for reward, _ in results]
+
+        async def credit(i: int) -> list[SpanCredit]:
+            reward, mutate = results[i]
+            if mutate is None:
+                return []
+            start, parsed = mutate
+            return await self._credit(i, completion_ids[i], rows[i], reward, start, parsed, stats)
+
+        credits = await asyncio.gather(*(credit(i) for i in range(count)))
         stats.rewards = rewards
-        self.pending = [credits for _, credits in results]
+        self.pending = list(credits)
         self.last = stats
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
@@ -298,6 +367,15 @@ class _CountedCalls:
     """Mixin for the simulators: worker calls counted against a cache living for one batch."""
 
     _calls: set[tuple[Any, ...]]
+
+    async def paid_mutant(
+        self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
+    ) -> Outcome | None:
+        keys = call_keys(mutation.spec, str(row.get("id", row.get("task", ""))))
+        if not self._calls.issuperset(keys):
+            return None
+        outcome: Outcome = await self.score_mutant(index, mutation, parsed, row)  # type: ignore[attr-defined]
+        return outcome
 
     def count_calls(self, spec: Spec, row: Mapping[str, Any], stats: BatchStats) -> None:
         for key in call_keys(spec, str(row.get("id", row.get("task", "")))):
@@ -545,6 +623,21 @@ class TableReward(EngineReward):
     @property
     def distinct_calls(self) -> int:
         return 0 if self._store is None else len(self._store.read)
+
+    async def paid_mutant(
+        self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
+    ) -> Outcome | None:
+        """Scored from the table with its reads set aside; kept only if every call it read was
+        read before in this run (so it adds nothing to :attr:`distinct_calls`)."""
+        if self.live:
+            raise ValueError(
+                "paid mutants need live calls off: a mutant the table lacks would run live"
+            )
+        self._get_backends()
+        assert self._store is not None
+        with self._store.tentative() as reads:
+            outcome = await self.score_mutant(index, mutation, parsed, row)
+        return outcome if reads <= self._store.read else None
 
     @property
     def live_calls(self) -> int:

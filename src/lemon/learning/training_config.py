@@ -36,7 +36,13 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from lemon.learning.training_data import TrainingData, parse_data
+from lemon.learning.training_data import (
+    SyntheticData,
+    SyntheticV2Data,
+    TableData,
+    TrainingData,
+    parse_data,
+)
 from lemon.reward import RewardConfig
 from lemon.spec.mutations import PAPER_KINDS, MutationKind
 
@@ -141,6 +147,12 @@ class CounterfactualConfig(_Config):
         "default, the paper's three), upgrade_capacity, remove_agent (two-way edits).",
     )
     max_mutants: int = Field(default=2, ge=1, le=64, description="Mutants per valid spec (K).")
+    mutants: Literal["all", "paid"] = Field(
+        default="all",
+        description="Which mutants give credit: all (each is scored, its new worker calls "
+        "paid), or paid (only those whose every worker call the run has already read, from "
+        "the outcome table or the simulator: free counterfactuals; needs live_calls false).",
+    )
 
 
 class GenerationConfig(_Config):
@@ -242,6 +254,25 @@ class TrainingConfig(_Config):
     def _generation_is_grpo(self) -> TrainingConfig:
         if self.stage == "sft" and self.generation.backend != "transformers":
             raise ValueError("generation: SFT samples nothing (generation.backend is for grpo)")
+        return self
+
+    @model_validator(mode="after")
+    def _paid_mutants_are_known(self) -> TrainingConfig:
+        """``mutants: paid`` needs to know a mutant's calls were read before running it live:
+        an outcome table without live calls, or a simulator."""
+        if self.counterfactual.mutants != "paid" or self.stage != "grpo":
+            return self
+        if isinstance(self.data, TableData):
+            if self.hyperparameters.live_calls:
+                raise ValueError(
+                    "counterfactual.mutants paid needs hyperparameters.live_calls false (a "
+                    "mutant the table lacks would run live before it could be left out)"
+                )
+        elif not isinstance(self.data, SyntheticData | SyntheticV2Data):
+            raise ValueError(
+                "counterfactual.mutants paid needs table: or synthetic data (on live tasks "
+                "every mutant's calls are new; use mutants: all)"
+            )
         return self
 
 

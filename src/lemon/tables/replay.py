@@ -13,7 +13,9 @@ learning run's *distinct worker calls* are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from lemon.backends.base import Backend, BackendError, Generation, GenerationRequest
@@ -25,6 +27,8 @@ __all__ = ["MISSING", "TableCalls", "table_backends"]
 
 MISSING = "not in the outcome table"
 """The reason of the error a call the table cannot answer fails with (no live backend)."""
+
+_TENTATIVE: ContextVar[set[str] | None] = ContextVar("lemon_table_tentative", default=None)
 
 
 @dataclass(slots=True)
@@ -40,13 +44,31 @@ class TableCalls:
     misses: int = 0
 
     def get(self, key: str) -> Generation | None:
-        self.read.add(key)
+        tentative = _TENTATIVE.get()
+        if tentative is not None:
+            tentative.add(key)
+        else:
+            self.read.add(key)
         call = self.calls.get(key) or self.added.get(key)
         if call is None:
-            self.misses += 1
+            if tentative is None:
+                self.misses += 1
             return None
-        self.hits += 1
+        if tentative is None:
+            self.hits += 1
         return Generation(call.text, call.prompt_tokens, call.completion_tokens, call.finish)
+
+    @contextmanager
+    def tentative(self) -> Iterator[set[str]]:
+        """Reads in this context (this task and the tasks it starts) go to the yielded set,
+        not to :attr:`read` nor the counts, for a caller that decides afterwards whether they
+        happened: a mutant kept only if every call it read had been read before."""
+        reads: set[str] = set()
+        token = _TENTATIVE.set(reads)
+        try:
+            yield reads
+        finally:
+            _TENTATIVE.reset(token)
 
     def put(self, key: str, model: str, generation: Generation) -> Generation:
         if key in self.added:  # the first answer wins
