@@ -239,10 +239,14 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
         return None
 
     def control_of(run: str) -> dict[str, Any] | None:
-        """The shuffled-label control evaluated the same way as ``run``: free decoding,
+        """The shuffled-label control trained and evaluated the same way as ``run``: GRPO from
+        the shuffled SFT for a GRPO run (where it ran), else the shuffled SFT; free decoding,
         ``-columns`` or ``-constrained`` (its name's suffix after the seed)."""
         mode = run.split("-")[-1] if run.endswith(("-columns", "-constrained")) else ""
-        return controls.get(f"sft-shuffled-{mode}" if mode else "sft-shuffled")
+        suffix = f"-{mode}" if mode else ""
+        if run.startswith("grpo-") and f"grpo-credit-shuffled{suffix}" in controls:
+            return controls[f"grpo-credit-shuffled{suffix}"]
+        return controls.get(f"sft-shuffled{suffix}")
 
     # the headline is the best of the policy's runs (by its paired difference from the hull);
     # every run is listed beside it

@@ -274,6 +274,12 @@ def test_two_stacked_adapters_compose_into_one(
     )
     stacked, _ = load_model_and_tokenizer(str(upper))  # base + lower, merged, + upper
     expected = {name: value.clone() for name, value in stacked.state_dict().items()}
+    # what inference loads (lemon eval, --policy DIR): the same stack, merged the same way
+    from lemon.backends.local import _merged_adapter
+
+    served = _merged_adapter(Path(upper), stacked.dtype).state_dict()
+    for name, value in expected.items():
+        torch.testing.assert_close(served[name], value, rtol=0, atol=1e-5, msg=name)
     one = compose(lower, upper, tmp_path / "one")
     config = json.loads((one / "adapter_config.json").read_text())
     assert config["r"] == 6

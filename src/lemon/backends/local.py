@@ -370,12 +370,13 @@ def _local_snapshot(name: str) -> Path:
         return path
 
 
-def _merged_adapter(path: Path, dtype: Any) -> Any:
+def _merged_adapter(path: Path, dtype: Any, _stack: tuple[Path, ...] = ()) -> Any:
     """A LoRA adapter directory's base model with the adapter merged into its weights (so the
     weight-only CPU layers apply to the result as to any model). The base is the one the
     directory's ``policy.json`` names (``packaged``: SmolLM2-135M-Instruct converted from the
     shipped GGUF; ``gguf:NAME``: a fetched pinned GGUF, converted likewise), else the adapter's
-    own ``base_model_name_or_path``."""
+    own ``base_model_name_or_path``. A base that is itself an adapter version (GRPO trained on
+    an SFT warm start) is merged first, down to the plain model at the bottom of the stack."""
     import json
 
     from peft import PeftModel
@@ -391,7 +392,13 @@ def _merged_adapter(path: Path, dtype: Any) -> Any:
             base = str(converted_gguf_model(named.removeprefix(GGUF_BASE_PREFIX)))
         elif named:
             base = named
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    below = Path(base)
+    if (below / "adapter_config.json").is_file():  # a stacked version: its base merged first
+        if below.resolve() in (path.resolve(), *_stack):
+            raise ValueError(f"{path}: its adapter stack loops through {below}")
+        model = _merged_adapter(below, dtype, _stack=(*_stack, path.resolve()))
+    else:
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
 
 
