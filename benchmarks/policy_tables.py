@@ -12,7 +12,8 @@ the control's: the same SFT on teacher rows whose teams were shuffled across ite
 at the top level ``credit_calls_ratio`` and ``credit_calls_ratio_ci95``: the distinct worker
 calls two-way credit needed to reach plain GRPO's final held-out reward, over plain GRPO's
 calls for the whole run (mean over seeds, 95% bootstrap interval over seeds; no interval from
-one seed). It reads each GRPO run's ``metrics.jsonl`` from
+fewer than three). A run that never reaches the target counts at its whole run's calls
+(censored: the ratio is then a lower bound). It reads each GRPO run's ``metrics.jsonl`` from
 ``benchmarks/results/policy-tables/<bench>/grpo/<arm>-s<seed>/`` (copied there from the
 published version under ``policies/``, which is not committed).
 
@@ -202,12 +203,13 @@ def credit_ratio(bench: str, arm: str = "credit") -> dict[str, Any]:
                          "credit_total": credit_total, "plain_calls": totals[-1]})  # fmt: skip
     if not pairs:
         return {"credit_calls_ratio": None, "credit_calls_ratio_ci95": None, "per_seed": []}
-    if len(pairs) < 2:  # one seed: a ratio, but no interval to put around it
-        ((spent, plain_calls),) = pairs
+    if len(pairs) < 3:  # a ratio, but no interval: a bootstrap over 1 or 2 seeds is not one
         return {
-            "credit_calls_ratio": round(spent / plain_calls, 4),
+            "credit_calls_ratio": round(
+                statistics.fmean(a for a, _ in pairs) / statistics.fmean(b for _, b in pairs), 4
+            ),
             "credit_calls_ratio_ci95": None,
-            "seeds": 1,
+            "seeds": len(pairs),
             "per_seed": per_seed,
         }
     rng = random.Random(0)
