@@ -92,6 +92,20 @@ def configs(bench: str) -> list[Path]:
         path = out / f"sft-s{seed}.yaml"
         _write(path, sft, f"SFT warm start, seed {seed}, on the {bench} train table's teacher rows")
         written.append(path)
+        if seed == SEEDS[0]:  # the control: the same SFT on rows whose teams were shuffled
+            control_sft = sft | {
+                "data": f"benchmarks/results/policy-tables/{bench}/rows-shuffled.jsonl",
+                "output_dir": f"policies/tables/{bench}-sft-shuffled",
+                "version": "sft-shuffled",
+            }
+            path = out / "sft-shuffled.yaml"
+            _write(
+                path,
+                control_sft,
+                f"the control: SFT, seed {seed}, on rows whose teams were shuffled across "
+                f"items, on the {bench} train table's teacher rows",
+            )
+            written.append(path)
         for arm, credit in (("global", False), ("credit", True), ("paid", True)):
             grpo = {
                 "stage": "grpo",
