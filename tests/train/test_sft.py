@@ -352,3 +352,32 @@ def test_rows_whose_prompt_fills_max_length(write_config: WriteConfig) -> None:
     config = load_config(write_config(hyperparameters={"max_length": 64}))
     with pytest.raises(TrainingError, match=r"every row's prompt fills max_length \(64 tokens\)"):
         build_trainer(config)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "last"), [("linear", 0.0), ("constant", 1e-3), ("cosine", 0.0)]
+)
+def test_the_learning_rate_follows_the_configured_schedule(
+    write_config: WriteConfig, tmp_path: Path, schedule: str, last: float
+) -> None:
+    """``hyperparameters.lr_scheduler`` reaches the trainer: its scheduler, stepped to the end of
+    ``max_steps``, leaves the rate where that schedule puts it (linear and cosine at zero)."""
+    config = load_config(
+        write_config(hyperparameters={"max_steps": 4, "lr_scheduler": schedule})
+    )
+    trainer, _, _ = build_trainer(config, metrics_path=tmp_path / "m.jsonl")
+    trainer.create_optimizer_and_scheduler(num_training_steps=4)
+    rates = []
+    for _ in range(4):
+        rates.append(trainer.lr_scheduler.get_last_lr()[0])
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+    assert rates[0] == pytest.approx(1e-3)
+    assert trainer.lr_scheduler.get_last_lr()[0] == pytest.approx(last, abs=1e-12)
+    if schedule != "constant":
+        assert rates == sorted(rates, reverse=True) and rates[1] < rates[0]
+
+
+def test_an_unknown_schedule_is_refused_with_its_field(write_config: WriteConfig) -> None:
+    with pytest.raises(ValueError, match="lr_scheduler|lrScheduler"):
+        load_config(write_config(hyperparameters={"lr_scheduler": "warm-restarts"}))

@@ -26,6 +26,7 @@ def trainer_arguments(config: TrainingConfig) -> dict[str, Any]:
         "gradient_accumulation_steps": hp.gradient_accumulation_steps,
         "learning_rate": hp.learning_rate,
         "warmup_steps": hp.warmup_ratio,
+        "lr_scheduler_type": hp.lr_scheduler,
         "weight_decay": hp.weight_decay,
         "seed": hp.seed,
         "save_strategy": "steps",

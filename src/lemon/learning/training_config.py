@@ -104,6 +104,11 @@ class HyperParameters(_Config):
     gradient_accumulation_steps: int = Field(default=1, ge=1)
     max_length: int = Field(default=1024, ge=16, description="Prompt + completion tokens.")
     warmup_ratio: float = Field(default=0.0, ge=0, lt=1)
+    lr_scheduler: Literal["linear", "constant", "cosine"] = Field(
+        default="linear",
+        description="How the learning rate moves over max_steps: linear (decays to zero at the "
+        "last step), constant, or cosine (transformers' schedulers of those names).",
+    )
     weight_decay: float = Field(default=0.0, ge=0)
     seed: int = 0
     save_steps: int = Field(default=50, ge=1, description="Checkpoint every N optimiser steps.")
