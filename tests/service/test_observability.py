@@ -71,11 +71,15 @@ def test_a_run_through_lemon_serve_is_one_trace_matching_its_agents_and_tokens(
         response = execute_with_traceparent(server.target)
         assert response.status == "succeeded"
         names = [agent.name for agent in response.agents]
+        # every span the test reads: they end (and are exported, in batches) at different
+        # times, the RPC's server span last, after the response has reached the caller
         spans = wait_for(
             lambda: (
                 (found := otlp_receiver.spans())
                 and sum(s["name"].startswith("invoke_agent ") for s in found) == len(names)
+                and sum(s["name"].startswith("chat ") for s in found) >= len(names)
                 and any(s["name"] == "lemon.run" for s in found)
+                and any(s["name"] == "lemon.v1.Orchestrator/ExecuteSpec" for s in found)
                 and found
             ),
             timeout=30,

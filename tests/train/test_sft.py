@@ -362,9 +362,7 @@ def test_the_learning_rate_follows_the_configured_schedule(
 ) -> None:
     """``hyperparameters.lr_scheduler`` reaches the trainer: its scheduler, stepped to the end of
     ``max_steps``, leaves the rate where that schedule puts it (linear and cosine at zero)."""
-    config = load_config(
-        write_config(hyperparameters={"max_steps": 4, "lr_scheduler": schedule})
-    )
+    config = load_config(write_config(hyperparameters={"max_steps": 4, "lr_scheduler": schedule}))
     trainer, _, _ = build_trainer(config, metrics_path=tmp_path / "m.jsonl")
     trainer.create_optimizer_and_scheduler(num_training_steps=4)
     rates = []
@@ -375,9 +373,10 @@ def test_the_learning_rate_follows_the_configured_schedule(
     assert rates[0] == pytest.approx(1e-3)
     assert trainer.lr_scheduler.get_last_lr()[0] == pytest.approx(last, abs=1e-12)
     if schedule != "constant":
-        assert rates == sorted(rates, reverse=True) and rates[1] < rates[0]
+        assert rates == sorted(rates, reverse=True)
+        assert rates[1] < rates[0]
 
 
 def test_an_unknown_schedule_is_refused_with_its_field(write_config: WriteConfig) -> None:
-    with pytest.raises(ValueError, match="lr_scheduler|lrScheduler"):
+    with pytest.raises(ValueError, match=r"lr_scheduler|lrScheduler"):
         load_config(write_config(hyperparameters={"lr_scheduler": "warm-restarts"}))
