@@ -4,6 +4,8 @@
 benchmark's experiment into ``benchmarks/results/policy-tables/<bench>/`` (per seed: an SFT warm
 start of its own, then two GRPO arms from it, plain GRPO and two-way counterfactual credit, on
 the train table's fit items, scored every few steps on its held-out tail);
+``python benchmarks/policy_tables.py paired A B`` prints evaluation A's accuracy minus B's on
+the items both answered, with its paired bootstrap 95% interval;
 ``python benchmarks/policy_tables.py summary`` reads what the runs wrote and writes
 ``benchmarks/results/policy-tables/summary.json``: per benchmark ``n_test``, ``policy_accuracy``,
 ``policy_cost``, ``hull_diff_ci95``, ``policy_score``, ``knn_score``, ``auroc``,
@@ -260,6 +262,11 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
         ``-columns`` or ``-constrained`` (its name's suffix after the seed)."""
         mode = run.split("-")[-1] if run.endswith(("-columns", "-constrained")) else ""
         suffix = f"-{mode}" if mode else ""
+        # the fitted SFT (``sft-sN-fit``) and the GRPO run long from it (``grpo-*-sN-long``)
+        # against the shuffled SFT fitted the same way
+        fit = "-fit" if "-fit" in run or run.endswith("-long") else ""
+        if fit:
+            return controls.get(f"sft-shuffled-fit{suffix}")
         if run.startswith("grpo-") and f"grpo-credit-shuffled{suffix}" in controls:
             return controls[f"grpo-credit-shuffled{suffix}"]
         return controls.get(f"sft-shuffled{suffix}")
@@ -328,16 +335,44 @@ def summary() -> dict[str, Any]:
     return out
 
 
+def _correct(run: Path) -> dict[str, float]:
+    rows = [json.loads(line) for line in (run / "items.jsonl").read_text().splitlines() if line]
+    return {str(r["id"]): float(bool(r["correct"])) for r in rows}
+
+
+def paired(a: Path, b: Path, *, resamples: int = 4000, seed: int = 0) -> dict[str, Any]:
+    """Accuracy of evaluation ``a`` minus ``b`` on the items both answered, with a percentile
+    bootstrap 95% interval over items (``resamples`` draws of the ids, ``random.Random(seed)``)."""
+    left, right = _correct(a), _correct(b)
+    ids = sorted(set(left) & set(right))
+    if not ids:
+        raise ValueError(f"{a} and {b} share no item")
+    diffs = [left[i] - right[i] for i in ids]
+    rng = random.Random(seed)
+    means = sorted(
+        statistics.fmean(diffs[rng.randrange(len(diffs))] for _ in diffs) for _ in range(resamples)
+    )
+    lo, hi = means[int(0.025 * resamples) - 1], means[int(0.975 * resamples) - 1]
+    return {"n": len(ids), "diff": round(statistics.fmean(diffs), 4),
+            "ci95": [round(lo, 4), round(hi, 4)]}  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
     c = sub.add_parser("configs")
     c.add_argument("bench", choices=list(EXPERIMENTS))
     sub.add_parser("summary")
+    p = sub.add_parser("paired", help="accuracy of evaluation A minus B, paired on items")
+    p.add_argument("a", type=Path, help="an evaluation directory (lemon eval --out/--name)")
+    p.add_argument("b", type=Path)
     args = parser.parse_args(argv)
     if args.action == "configs":
         for path in configs(args.bench):
             print(path.relative_to(ROOT))
+        return 0
+    if args.action == "paired":
+        print(json.dumps(paired(args.a, args.b)))
         return 0
     data = summary()
     (RESULTS / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
