@@ -13,7 +13,8 @@ from tests.conftest import ROOT
 _spec = importlib.util.spec_from_file_location(
     "policy_tables", ROOT / "benchmarks/policy_tables.py"
 )
-assert _spec is not None and _spec.loader is not None
+assert _spec is not None
+assert _spec.loader is not None
 policy_tables = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(policy_tables)
 
