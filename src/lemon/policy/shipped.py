@@ -3,11 +3,11 @@
 A policy version directory (``lemon-policy/v1``: a LoRA adapter over the packaged
 SmolLM2-135M-Instruct, its tokenizer and ``policy.json``) under ``lemon/policy/learned/``,
 trained on the SVAMP outcome tables (``benchmarks/results/policy-tables/``, where its
-numbers and the commands that made them are): ``svamp-tables@grpo-credit-s1``, 40 steps of
-GRPO with two-way counterfactual credit from the seed-1 SFT warm start, the two adapters
-summed into one (:mod:`lemon_train.compose`). Every file's SHA-256 is pinned here and checked
-before anything is loaded, so a modified or truncated copy is refused with the file it found
-wrong, not run.
+numbers and the commands that made them are): ``svamp-tables@sft-s0-fit``, LoRA SFT of seed 0 on
+the train table's teacher rows fitted to them (4 epochs at 5e-4: every greedy spec valid), the
+best of the learned policies on the test table; GRPO from it collapsed onto one fixed team.
+Every file's SHA-256 is pinned here and checked before anything is loaded, so a modified or
+truncated copy is refused with the file it found wrong, not run.
 
 It is not ``lemon run``'s default: until a learned policy beats the fixed teams on the test
 tables, the default is the best fixed team for the task kind (:mod:`lemon.policy.fixed`).
@@ -30,12 +30,12 @@ MAX_BYTES = 20 * 1024 * 1024
 """The most the shipped directory may weigh (the package carries it)."""
 
 PINNED: dict[str, str] = {
-    "adapter_config.json": "c4448d344e5bf7bec4eb82e69cafdb0c71cb4f554af0f664aa3714502a0c4259",
-    "adapter_model.safetensors": "48ae5f742e0a27c83b664073a19bc918b2c2fa82772640d752340a76bbce0016",
+    "adapter_config.json": "e6554f8b81d8bc95d8bcd5a97d8e8fba60362ad5bff22fe10ffee85589fb3ee1",
+    "adapter_model.safetensors": "b7f9025eaed0bdc13d774077bcf57ba5dcda55e0a11876e0b04539c3233e7d8c",
     "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
-    "metrics.jsonl": "e5b96e2070595afd5ed031549871670907149d0633858ac12583a6cc24780038",
-    "policy.json": "39050245d4d2a774a46fa343d423c150b9efbd71efe0bccfb0db86d5860ff1db",
-    "tokenizer.json": "a8660be8c8667fc665df92d2f6595ac023120e3e886328e6597138d337e9259d",
+    "metrics.jsonl": "685d350e94c3c1b15f21db3c544e94589da8d2f899ece621fac0d413dc90890f",
+    "policy.json": "699984c72cd6852d4daab181ef6d4c031086b46f3d6fdfd5445f35304a1a8197",
+    "tokenizer.json": "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4",
     "tokenizer_config.json": "156c41a2e14e6e6bd4286c506c38ee883a78e0f5ce165ad9bf63fe73ebf9e974",
 }
 """File name -> SHA-256 of every file of the shipped version (all of them, nothing else)."""
