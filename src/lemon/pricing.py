@@ -144,11 +144,13 @@ def policy_price(model: str | None = None, *, prices: TierPrices = DEFAULT_TIER_
     """What one token of the orchestration policy costs, in medium-tier tokens.
 
     A policy on a model of :data:`MODEL_PARAMETERS` (its name, or a path or id that ends in
-    one) is priced like a worker of that size: its parameters over the default medium model's.
+    one, with or without a backend scheme such as ``gguf:``) is priced like a worker of that
+    size: its parameters over the default medium model's.
     Any other policy is priced as a ``small`` worker of ``prices`` (the packaged policy is
     SmolLM2-135M, the small tier's model)."""
     if model:
         name = model.rstrip("/").rsplit("/", 1)[-1].lower()
+        name = name.rsplit(":", 1)[-1]  # a backend's scheme: gguf:qwen2.5-coder-0.5b-instruct
         for known, parameters in MODEL_PARAMETERS.items():
             if name.startswith(known):
                 return parameters / PARAMETER_COUNTS[Capacity.MEDIUM]

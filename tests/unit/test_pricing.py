@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from lemon.capacity import resolve_profile
+from lemon.capacity import Capacity, resolve_profile
 from lemon.engine.results import AgentResult, RunResult, RunStatus
 from lemon.learning.training_config import TrainingConfig
 from lemon.pricing import (
     DEFAULT_TIER_PRICES,
     UNIT_PRICES,
     TierPrices,
+    policy_price,
     profile_prices,
     resolve_prices,
 )
@@ -116,3 +117,14 @@ def test_reward_config_prices_in_a_training_config() -> None:
     )
     assert config.rewards.tier_prices == UNIT_PRICES
     assert RewardConfig().tier_prices is None
+
+
+def test_policy_price_reads_the_base_model_through_a_backend_scheme() -> None:
+    # a policy fine-tuned from the GGUF medium model is priced as the medium tier (1.0),
+    # not as the small-tier default: its base model id carries the backend's scheme
+    assert policy_price("gguf:qwen2.5-coder-0.5b-instruct") == pytest.approx(1.0)
+    assert policy_price("/cache/models/qwen2.5-coder-1.5b-instruct") == pytest.approx(
+        1_543_714_304 / 494_032_768
+    )
+    assert policy_price("gguf:unknown-model") == DEFAULT_TIER_PRICES.price(Capacity.SMALL)
+    assert policy_price(None) == DEFAULT_TIER_PRICES.price(Capacity.SMALL)
