@@ -8,16 +8,17 @@ the train table's fit items, scored every few steps on its held-out tail);
 the items both answered, with its paired bootstrap 95% interval;
 ``python benchmarks/policy_tables.py summary`` reads what the runs wrote and writes
 ``benchmarks/results/policy-tables/summary.json``: per benchmark ``n_test``, ``policy_accuracy``,
-``policy_cost``, ``hull_diff_ci95``, ``policy_score``, ``knn_score``, ``auroc``,
-``shuffled_auroc`` (from ``lemon report`` on the test table with the policy's evaluation and
-the control's: the same SFT on teacher rows whose teams were shuffled across items), and
-at the top level ``credit_calls_ratio`` and ``credit_calls_ratio_ci95``: the distinct worker
-calls two-way credit needed to reach plain GRPO's final held-out reward, over plain GRPO's
-calls for the whole run (mean over seeds, 95% bootstrap interval over seeds; no interval from
-fewer than three). A run that never reaches the target counts at its whole run's calls
-(censored: the ratio is then a lower bound). It reads each GRPO run's ``metrics.jsonl`` from
-``benchmarks/results/policy-tables/<bench>/grpo/<arm>-s<seed>/`` (copied there from the
-published version under ``policies/``, which is not committed).
+``policy_cost``, ``hull_diff_ci95``, ``policy_score``, ``knn_score``, ``auroc``, ``shuffled_auroc``,
+``auroc_capability`` (the report's team-level routing AUROCs, by the chosen team's cost and by its
+accuracy; from ``lemon report`` on the test table with the policy's evaluation and the control's:
+the same SFT on teacher rows whose teams were shuffled across items), and at the top level
+``credit_calls_ratio`` and ``credit_calls_ratio_ci95``: the distinct worker calls two-way credit
+needed to reach plain GRPO's final held-out reward, over plain GRPO's calls for the whole run (mean
+over seeds, 95% bootstrap interval over seeds; no interval from fewer than three). A run that never
+reaches the target counts at its whole run's calls (censored: the ratio is then a lower bound). It
+reads each GRPO run's ``metrics.jsonl`` from
+``benchmarks/results/policy-tables/<bench>/grpo/<arm>-s<seed>/`` (copied there from the published
+version under ``policies/``, which is not committed).
 
 The run commands are in ``run.sh`` beside the results; this file only writes configs and reads
 results (no model runs here).
@@ -301,12 +302,18 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
         "knn_accuracy_at_policy_cost": None if knn_at is None else round(knn_at, 4),
         "auroc": policy.get("auroc"),
         "shuffled_auroc": (control_of(name) or {}).get("auroc"),
+        "auroc_capability": policy.get("auroc_capability"),
+        "shuffled_auroc_capability": (control_of(name) or {}).get("auroc_capability"),
         "runs": {
             n: {
                 key: m.get(key)
                 for key in ("accuracy", "cost", "policy_cost", "hull_diff", "hull_diff_ci95")
             }
-            | {"auroc": m.get("auroc"), "shuffled_auroc": (control_of(n) or {}).get("auroc")}
+            | {
+                "auroc": m.get("auroc"),
+                "shuffled_auroc": (control_of(n) or {}).get("auroc"),
+                "auroc_capability": m.get("auroc_capability"),
+            }
             for n, m in learned.items()
         },
         "routers": {

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lemon.evals.table_report import table_report
+from lemon.evals.table_report import TableData, table_report
 from lemon.policy.columns import column
 from lemon.pricing import DEFAULT_TIER_PRICES
 from lemon.tables.build import table_items
@@ -210,3 +210,87 @@ def test_a_team_still_being_built_in_a_finished_table_is_not_chosen(tmp_path: Pa
     # chosen among the complete teams on every item, not among all three on the 5
     assert (chosen["team"], chosen["n"]) == ("single-medium", 40)
     assert chosen["large_cost"] is None
+
+
+def _policy_run(path: Path, table: Table, spec_of: dict[str, str], tokens: dict[str, int]) -> Path:
+    """A `lemon eval` run directory over ``table``'s items: the spec and worker tokens per item."""
+    path.mkdir(parents=True)
+    with (path / "items.jsonl").open("w") as out:
+        for item in table.meta.items:
+            cell = table.cells[(item, "single-medium")]
+            record = {"id": item, "spec": spec_of[item], "correct": bool(cell.success),
+                      "tokens": tokens[item], "priced_tokens": float(tokens[item]),
+                      "policy_priced_tokens": 5.0}  # fmt: skip
+            out.write(json.dumps(record) + "\n")
+    return path
+
+
+def _column_text(team: str) -> str:
+    from lemon.spec.formatting import format_spec
+
+    col = column(team)
+    return format_spec(col.spec(TaskKind.MATH), output=col.output)
+
+
+def test_routing_auroc_scores_the_team_chosen_not_the_item_cost(tmp_path: Path) -> None:
+    from lemon.evals.table_report import spec_team
+
+    table = _table(tmp_path / "svamp-test", "test", 20, samples=False)
+    items = table.meta.items
+    fails = {i for i in items if not table.cells[(i, "single-medium")].success}
+    assert 0 < len(fails) < len(items)
+    # one team for every item, its answers longer exactly where medium fails: the item cost
+    # ranks the failures perfectly, the team chosen says nothing
+    constant = {i: _column_text("single-medium") for i in items}
+    longer = {i: 200 if i in fails else 100 for i in items}
+    # large exactly where medium fails, its answers short there; medium elsewhere, long
+    reads = {i: _column_text("single-large" if i in fails else "single-medium") for i in items}
+    inverse = {i: 50 if i in fails else 400 for i in items}
+    runs = [
+        _policy_run(tmp_path / "constant", table, constant, longer),
+        _policy_run(tmp_path / "reads", table, reads, inverse),
+    ]
+    report = table_report(table, policies=runs)
+    constant_m, reads_m = report["methods"]["constant"], report["methods"]["reads"]
+    assert constant_m["auroc"] == 0.5
+    assert constant_m["auroc_item_cost"] == 1.0
+    assert constant_m["teams_chosen"] == {"single-medium": 20}
+    # ranked by the team chosen (large's column mean 300 against medium's 100) the failures
+    # come first; ranked by the item's own cost, last
+    assert reads_m["auroc"] == 1.0
+    assert reads_m["auroc_item_cost"] == 0.0
+    # by accuracy: large's column (0.9: all but every tenth item) above medium's
+    medium_accuracy = 1 - len(fails) / len(items)
+    assert medium_accuracy < 0.9
+    assert reads_m["auroc_capability"] == 1.0
+    assert constant_m["auroc_capability"] == 0.5
+    assert reads_m["teams_chosen"] == {
+        "single-large": len(fails),
+        "single-medium": len(items) - len(fails),
+    }
+    renamed = (
+        _column_text("single-large").replace("name: solver", "name: worker")
+        .replace("output: solver", "output: worker")
+    )  # fmt: skip
+    assert spec_team(_column_text("single-large"), _data(table)) == "single-large"
+    assert spec_team(renamed, _data(table)) == renamed
+    assert spec_team("agents: [", _data(table)).startswith("(invalid)")
+
+
+def test_team_scores_by_hand(tmp_path: Path) -> None:
+    from lemon.evals.routers import auroc
+    from lemon.evals.table_report import team_scores
+
+    data = _data(_table(tmp_path / "svamp-test", "test", 4, samples=False))
+    # columns cost 30 / 100 / 300 on every item; 'x' is no column: the mean of its items' costs
+    teams = ["single-large", "x", "x", "single-small"]
+    scores = team_scores(data, np.array([999.0, 10.0, 50.0, 7.0]), teams)
+    assert scores.tolist() == [300.0, 30.0, 30.0, 30.0]
+    # failures on items 0 and 1: item 0 (300) beats both negatives (30, 30); item 1 ties both
+    assert auroc(scores, np.array([True, True, False, False])) == (2 + 0.5 * 2) / 4
+
+
+def _data(table: Table) -> TableData:
+    from lemon.evals.table_report import default_teams, load_table_data
+
+    return load_table_data(table, default_teams(table))

@@ -18,8 +18,16 @@ On a test table's items (those every compared team answered), with no model call
 Per method: accuracy with a 95% interval, mean full cost, the paired bootstrap 95% interval of
 its accuracy minus the random hull's at its own cost and minus the best fixed team's, its
 normalised score at its cost ((acc − hull) / (oracle − hull)), a curve score for methods with a
-curve, and the routing AUROC: how well "sent to a team dearer than the cheap team" ranks the
-items on which the cheap team fails.
+curve, and the routing AUROC: how well the team a method chose for each item ranks the items on
+which the cheap team fails, when each item is scored by its chosen team's mean cost (``auroc``:
+a fixed team's column mean over the table's items; for a policy's spec that is no table column,
+or the cascade's "the samples agreed", the mean over the items sent there). A method that sends
+every item to one team scores 0.5. ``auroc_capability`` scores each item by its chosen team's
+accuracy instead (a column's over the table; for any other spec, on the items sent there): cost
+and capability need not agree (on SVAMP, program-of-thought on medium is both cheaper and more
+accurate than one medium agent). ``auroc_item_cost`` is the older score, each item ranked by
+its own realized cost: it also rewards a single team whose answers run longer where it fails
+(a constant policy scored 0.69 on SVAMP's test table by it).
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ __all__ = ["Method", "TableData", "load_table_data", "table_report"]
 
 Array = npt.NDArray[np.float64]
 SHUFFLES = 5
+AGREED = "(samples agreed)"
+"""The cascade's label for an item its samples answered alike (not sent on to the large team)."""
 
 
 @dataclass
@@ -85,6 +95,8 @@ class Method:
     policy_cost: Array | None = None
     choice_cost: Array | None = None
     """Per item, the priced cost of the team it sent the item to (routing AUROC)."""
+    choice_team: list[str] | None = None
+    """Per item, the team it was sent to: a column name, or a label for anything else."""
     curve: curves.Curve | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -142,6 +154,7 @@ def _sample_methods(data: TableData) -> list[Method]:
                     cascade,
                     spend,
                     choice_cost=choice,
+                    choice_team=[AGREED if agreed else data.teams[large] for agreed in ok],
                     extra={"escalated": round(float(1 - ok.mean()), 4)},
                 )
             )
@@ -170,12 +183,15 @@ def _router_methods(test: TableData, train: TableData, price: float, cheap: int)
             (c, a)
             for c, a, _ in route_curve(probabilities, router.mean_cost, test.success, test.cost)
         ]
-        chosen_controls, probability_controls = [], []
+        chosen_controls, capability_controls, probability_controls = [], [], []
         for seed in range(SHUFFLES):
             control = shuffled(make(), train_tasks, train.success, train.cost, seed=seed)
             p_control = control.predict(test_tasks)
             chosen = route(p_control, control.mean_cost, price)
-            chosen_controls.append(auroc(test.cost[rows, chosen], fails))
+            names = _names(test, chosen)
+            chosen_controls.append(auroc(team_scores(test, test.cost[rows, chosen], names), fails))
+            capability = team_scores(test, test.success[rows, chosen], names, by=test.success)
+            capability_controls.append(auroc(capability, fails))
             probability_controls.append(auroc(1.0 - p_control[:, cheap], fails))
         methods.append(
             Method(
@@ -184,10 +200,12 @@ def _router_methods(test: TableData, train: TableData, price: float, cheap: int)
                 test.success[rows, pick],
                 test.cost[rows, pick],
                 choice_cost=test.cost[rows, pick],
+                choice_team=_names(test, pick),
                 curve=curve,
                 extra={
                     "auroc_probability": auroc(1.0 - probabilities[:, cheap], fails),
                     "shuffled_auroc": _mean(chosen_controls),
+                    "shuffled_auroc_capability": _mean(capability_controls),
                     "shuffled_auroc_probability": _mean(probability_controls),
                     "shares": {
                         t: round(float((pick == j).mean()), 4) for j, t in enumerate(test.teams)
@@ -196,6 +214,50 @@ def _router_methods(test: TableData, train: TableData, price: float, cheap: int)
             )
         )
     return methods
+
+
+def _names(data: TableData, picks: npt.NDArray[np.int64]) -> list[str]:
+    return [data.teams[j] for j in picks]
+
+
+def team_scores(
+    data: TableData, choice: Array, choice_team: list[str], *, by: Array | None = None
+) -> Array:
+    """Each item's score for the routing AUROC: a figure of the team it was sent to, the same
+    for every item sent there. ``by`` is the table's (items × teams) matrix of it (the cost by
+    default; the success for ``auroc_capability``): a table column's mean over all of
+    ``data``'s items. For any other label, the mean of ``choice`` (the method's own per-item
+    figure) over the items that carry it."""
+    matrix = data.cost if by is None else by
+    groups: dict[str, list[float]] = {}
+    for team, value in zip(choice_team, choice, strict=True):
+        groups.setdefault(team, []).append(float(value))
+    means = {
+        team: float(matrix[:, data.column(team)].mean()) if team in data.teams
+        else float(np.mean(values))
+        for team, values in groups.items()
+    }  # fmt: skip
+    return np.array([means[team] for team in choice_team], dtype=np.float64)
+
+
+def spec_team(text: str, data: TableData) -> str:
+    """The table column whose spec ``text`` is (same agents, roles, tiers, dependencies and
+    output), else a label of its own: the canonical spec text, or the text itself when it is
+    not a valid spec."""
+    from lemon.policy.columns import column
+    from lemon.spec.formatting import format_spec
+    from lemon.spec.issues import SpecError
+    from lemon.spec.validation import parse_spec
+
+    try:
+        parsed = parse_spec(text)
+    except SpecError:
+        return f"(invalid) {text.strip()}"
+    for team in data.teams:
+        col = column(team)
+        if any(parsed.spec == col.spec(kind) for kind in col.kinds):
+            return team
+    return format_spec(parsed.spec, output=parsed.output)
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -222,6 +284,7 @@ def _policy_method(path: Path, data: TableData) -> Method:
         workers + policy,
         policy_cost=policy,
         choice_cost=workers,
+        choice_team=[spec_team(str(r.get("spec") or ""), data) for r in rows],
     )
 
 
@@ -303,7 +366,8 @@ def table_report(
     methods = [
         *fixed,
         Method("oracle", "oracle", data.success[rows, pick], data.cost[rows, pick],
-               choice_cost=data.cost[rows, pick], curve=oracle_points),
+               choice_cost=data.cost[rows, pick], choice_team=_names(data, pick),
+               curve=oracle_points),
         *_sample_methods(data),
     ]  # fmt: skip
     price = (rewards or RewardConfig()).token_cost / 1000
@@ -320,7 +384,13 @@ def table_report(
     for method in methods:
         summary = _summary(method, data, hull, oracle_points, best, large)
         if method.choice_cost is not None and method.kind not in ("fixed",):
-            summary["auroc"] = auroc(method.choice_cost, fails)
+            teams_of = method.choice_team or ["?"] * len(data.items)
+            summary["auroc"] = auroc(team_scores(data, method.choice_cost, teams_of), fails)
+            summary["auroc_capability"] = auroc(
+                team_scores(data, method.success, teams_of, by=data.success), fails
+            )
+            summary["auroc_item_cost"] = auroc(method.choice_cost, fails)
+            summary["teams_chosen"] = _counts(teams_of)
         summaries[method.name] = summary
     return {
         "table": str(test.path),
@@ -346,6 +416,13 @@ def table_report(
     }
 
 
+def _counts(labels: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -357,8 +434,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"Outcome table {report['table']} ({report['benchmark']}/{report['split']}, "
         f"{report['n_items']} items; routers trained on {report['train_table']}). "
         f"Cost: mean tier-priced tokens per item, the policy's own included. AUROC: the "
-        f"method's chosen team's cost against '{report['cheap_team']} fails' "
-        f"({100 * report['cheap_team_fails']:.0f}% of items).",
+        f"mean cost of the team the method chose for each item against "
+        f"'{report['cheap_team']} fails' ({100 * report['cheap_team_fails']:.0f}% of items); "
+        f"one team for every item scores 0.5. AUROC by accuracy: the same with the chosen "
+        f"team's accuracy.",
         *(
             [f"Left out (incomplete): {', '.join(f'{t} ({n})' for t, n in left.items())}."]
             if (left := report.get("left_out"))
@@ -366,8 +445,8 @@ def markdown(report: dict[str, Any]) -> str:
         ),
         "",
         "| method | kind | accuracy | 95% CI | cost | × large | − hull (95% CI) | score | AUROC "
-        "| shuffled AUROC |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| shuffled AUROC | AUROC by accuracy |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, m in report["methods"].items():
         lo, hi = m["ci95"]
@@ -376,7 +455,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {name} | {m['kind']} | {m['accuracy']:.3f} | [{lo:.3f}, {hi:.3f}] | "
             f"{m['cost']:.0f} | {_fmt(m.get('cost_vs_large'), 2)} | "
             f"{m['hull_diff']:+.3f} [{hlo:+.3f}, {hhi:+.3f}] | {_fmt(m.get('score'), 2)} | "
-            f"{_fmt(m.get('auroc'), 2)} | {_fmt(m.get('shuffled_auroc'), 2)} |"
+            f"{_fmt(m.get('auroc'), 2)} | {_fmt(m.get('shuffled_auroc'), 2)} | "
+            f"{_fmt(m.get('auroc_capability'), 2)} |"
         )
     return "\n".join(lines)
 
