@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_learning", ROOT / "benchmarks" / "bench_learning.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_learning")
 
 
 def test_first_passage_interpolates_between_evaluations(bench: ModuleType) -> None:

@@ -3,20 +3,13 @@ the shipped SVAMP tables (no model: the hidden-state probes run only from the co
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_benchmark
 
-_spec = importlib.util.spec_from_file_location(
-    "difficulty_probe", ROOT / "benchmarks/difficulty_probe.py"
-)
-assert _spec is not None
-assert _spec.loader is not None
-probe_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(probe_module)
+probe_module = load_benchmark("difficulty_probe")
 
 
 def test_numbers_are_counted_as_the_surface_feature_reads_them() -> None:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import load_benchmark
 
-_spec = importlib.util.spec_from_file_location(
-    "policy_tables", ROOT / "benchmarks/policy_tables.py"
-)
-assert _spec is not None
-assert _spec.loader is not None
-policy_tables = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(policy_tables)
+policy_tables = load_benchmark("policy_tables")
 
 
 def _run(directory: Path, correct: dict[str, bool]) -> Path:

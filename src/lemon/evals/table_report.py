@@ -277,6 +277,7 @@ def _policy_method(path: Path, data: TableData) -> Method:
     rows = [records[i] for i in data.items]
     workers = np.array([float(r.get("priced_tokens") or r["tokens"]) for r in rows])
     policy = np.array([float(r.get("policy_priced_tokens", 0.0)) for r in rows])
+    teams = {text: spec_team(text, data) for text in {str(r.get("spec") or "") for r in rows}}
     return Method(
         path.name,
         "policy",
@@ -284,7 +285,7 @@ def _policy_method(path: Path, data: TableData) -> Method:
         workers + policy,
         policy_cost=policy,
         choice_cost=workers,
-        choice_team=[spec_team(str(r.get("spec") or ""), data) for r in rows],
+        choice_team=[teams[str(r.get("spec") or "")] for r in rows],
     )
 
 
@@ -384,7 +385,7 @@ def table_report(
     for method in methods:
         summary = _summary(method, data, hull, oracle_points, best, large)
         if method.choice_cost is not None and method.kind not in ("fixed",):
-            teams_of = method.choice_team or ["?"] * len(data.items)
+            teams_of = method.choice_team or ["?"] * len(data.items)  # one label: 0.5
             summary["auroc"] = auroc(team_scores(data, method.choice_cost, teams_of), fails)
             summary["auroc_capability"] = auroc(
                 team_scores(data, method.success, teams_of, by=data.success), fails
