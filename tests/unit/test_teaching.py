@@ -10,6 +10,8 @@ import contextlib
 import json
 from pathlib import Path
 
+import pytest
+
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
 from lemon.data.items import Benchmark, NumericItem
 from lemon.policy.prompt import policy_messages, spec_completion
@@ -292,3 +294,66 @@ def test_teacher_rows_from_a_table(tmp_path: Path) -> None:
     )
     assert [r["id"] for r in mixed] == [r["id"] for r in rows]
     assert any(a["completion"] != b["completion"] for a, b in zip(mixed, rows, strict=True))
+
+
+def test_weighted_copies_by_hand() -> None:
+    """round(max_repeat * w / max w): weights 0.9, 0.45, 0.1, 0 and -0.2 at max_repeat 4 give
+    4, round(2.0) = 2, round(0.44) = 0, 0 and 0 (no negative weight)."""
+    from lemon.teaching.from_tables import weighted_copies
+
+    assert weighted_copies([0.9, 0.45, 0.1, 0.0, -0.2], max_repeat=4) == [4, 2, 0, 0, 0]
+    assert weighted_copies([0.3, 0.6], max_repeat=1) == [0, 1]  # round(0.5) is 0
+    assert weighted_copies([0.0, 0.0], max_repeat=4) == [0, 0]
+    assert weighted_copies([], max_repeat=4) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        weighted_copies([0.5], max_repeat=0)
+
+
+def test_cost_sensitive_rows_are_every_team_weighted_by_reward(tmp_path: Path) -> None:
+    """``teacher tables --cost-sensitive``: every team of a kept item is a row whose weight is
+    its reward above the item's worst team's, written weighted_copies times (so the worst team
+    not at all); rebuilt here from the plain rows' candidate rewards. With --shuffle each item's
+    rows move, whole, under another item's prompt; --balance with it is a usage error."""
+    from collections import Counter
+
+    from lemon.teaching.from_tables import weighted_copies
+    from tests.conftest import run_lemon
+    from tests.unit.test_table_report import _table
+
+    table = _table(tmp_path / "svamp-train", "train", 40, samples=False)
+    plain, weighted = tmp_path / "plain.jsonl", tmp_path / "weighted.jsonl"
+    assert run_lemon("teacher", "tables", str(table.path), "--out", str(plain)).returncode == 0
+    done = run_lemon("teacher", "tables", str(table.path), "--out", str(weighted),
+                     "--cost-sensitive", "--max-repeat", "3")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pairs, weights = [], []
+    for row in map(json.loads, plain.read_text().splitlines()):
+        candidates = row["provenance"]["candidates"]
+        for team, reward in candidates.items():
+            pairs.append((row["id"], team, row["provenance"]["chosen"]))
+            weights.append(reward - min(candidates.values()))
+    copies = weighted_copies(weights, max_repeat=3)
+    expected = [pair for pair, n in zip(pairs, copies, strict=True) for _ in range(n)]
+    rows = [json.loads(line) for line in weighted.read_text().splitlines()]
+    assert [(r["id"], r["provenance"]["chosen"], r["provenance"]["best"]) for r in rows] == expected
+    assert 0 in copies  # the worst team of an item is not written
+    assert max(copies) == 3
+    for row in rows:
+        prov = row["provenance"]
+        assert prov["reward"] == prov["candidates"][prov["chosen"]]
+        assert f"capacity: {prov['chosen'].split('-')[-1]}" in row["completion"][0]["content"]
+    assert f"; {len(rows)} rows of every team weighted by reward" in done.stdout
+    shuffled = tmp_path / "shuffled.jsonl"
+    run_lemon("teacher", "tables", str(table.path), "--out", str(shuffled), "--cost-sensitive",
+              "--max-repeat", "3", "--shuffle", "1")  # fmt: skip
+    moved = [json.loads(line) for line in shuffled.read_text().splitlines()]
+    prompt_of = {r["id"]: r["prompt"] for r in rows}
+    assert all(r["prompt"] == prompt_of[r["id"]] for r in moved)
+    assert Counter((r["provenance"]["best"], r["provenance"]["chosen"]) for r in moved) == Counter(
+        (r["provenance"]["best"], r["provenance"]["chosen"]) for r in rows
+    )
+    assert sum(a["id"] != b["id"] for a, b in zip(moved, rows, strict=True)) > len(rows) // 2
+    both = run_lemon("teacher", "tables", str(table.path), "--out", str(weighted),
+                     "--cost-sensitive", "--balance")  # fmt: skip
+    assert both.returncode == 2
+    assert "not allowed with" in both.stderr

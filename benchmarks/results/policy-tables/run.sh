@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The learned policy on the outcome tables, one benchmark (svamp or mmlu), resumable:
 #   bash benchmarks/results/policy-tables/run.sh svamp STAGE...
-# STAGE: rows (teacher rows from the train table, and the shuffled control's), sft-S (the SFT warm
+# STAGE: rows (teacher rows from the train table, and the shuffled control's), rows-cs (the rows
+# weighted by regret, for cost-sensitive SFT), sft-S (the SFT warm
 # start of seed S), grpo-ARM-S (ARM global or credit), eval-NAME (a policy version under
 # policies/tables/ on the test table), evalc-NAME (the same under the spec grammar: evals/NAME-constrained),
 # evalk-NAME (the policy chooses among the table's teams by log-probability: evals/NAME-columns), report. LEMON_CODE: a checkout whose code runs it (a git
@@ -16,6 +17,11 @@ if [ -n "${LEMON_CODE:-}" ]; then
   export PYTHONPATH="$LEMON_CODE/src:$LEMON_CODE/operator:$LEMON_CODE/services:$LEMON_CODE/training_jobs"
 fi
 lemon() { nice -n "${LEMON_NICE:-5}" .venv/bin/lemon "$@"; }
+# the teams the teacher rows choose among (the train tables' later columns cover only some items)
+case "$bench" in
+  svamp) teams=single-small,single-medium,single-large,pot-medium,pot-large ;;
+  *) teams=quick-small,quick-medium,quick-large ;;
+esac
 for stage in "$@"; do
   echo "== $(date -u +%FT%TZ) $bench $stage"
   case "$stage" in
@@ -24,8 +30,12 @@ for stage in "$@"; do
       for shuffle in "" "--shuffle 0"; do
         name=rows; [ -n "$shuffle" ] && name=rows-shuffled
         lemon teacher tables "$tables/$bench-train" --limit "$fit" --prompt-format lemon-policy-prompt/v2 \
-          --token-cost 0.2 --balance $shuffle --out "$out/$name.jsonl"
+          --token-cost 0.2 --teams "$teams" --balance $shuffle --out "$out/$name.jsonl"
       done ;;
+    rows-cs)  # cost-sensitive SFT's rows: each row repeated in proportion to its regret
+      fit=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import policy_tables as p; print(p.EXPERIMENTS['$bench']['fit'])")
+      lemon teacher tables "$tables/$bench-train" --limit "$fit" --prompt-format lemon-policy-prompt/v2 \
+        --token-cost 0.2 --teams "$teams" --cost-sensitive --out "$out/rows-cs.jsonl" ;;
     sft-shuffled)
       lemon train sft --config "$out/sft-shuffled.yaml" ;;
     sft-*) lemon train sft --config "$out/$stage.yaml" ;;

@@ -230,7 +230,7 @@ def run_tables(args: argparse.Namespace) -> int:
     from lemon.atomic import write_text
     from lemon.pricing import policy_price
     from lemon.tables.store import Table, TableError
-    from lemon.teaching.from_tables import table_teacher_rows
+    from lemon.teaching.from_tables import table_teacher_rows, weighted_copies
 
     if args.max_repeat < 1:
         raise UsageError("--max-repeat must be at least 1")
@@ -254,8 +254,22 @@ def run_tables(args: argparse.Namespace) -> int:
         policy_price=policy_price(None),
         min_success=args.min_success,
         items=items,
+        cost_sensitive=args.cost_sensitive,
     )
-    if args.shuffle is not None:  # the control: each item taught another item's team
+    if args.shuffle is not None and args.cost_sensitive:  # each item taught another's weights
+        import random
+
+        ids = list(dict.fromkeys(str(r["id"]) for r in result.rows))
+        prompts = {str(r["id"]): r["prompt"] for r in result.rows}
+        donors_of = dict(zip(ids, random.Random(args.shuffle).sample(ids, len(ids)), strict=True))
+        # item A's weighted rows are written under item B's prompt (and id, so the rows of one
+        # prompt stay one item's)
+        result.rows = [
+            {**row, "id": donors_of[str(row["id"])], "prompt": prompts[donors_of[str(row["id"])]],
+             "provenance": {**row["provenance"], "shuffled": True}}
+            for row in result.rows
+        ]  # fmt: skip
+    elif args.shuffle is not None:  # the control: each item taught another item's team
         import random
 
         order = list(range(len(result.rows)))
@@ -269,13 +283,20 @@ def run_tables(args: argparse.Namespace) -> int:
         ]  # fmt: skip
     lines = [(str(r["provenance"]["chosen"]), json.dumps(r, ensure_ascii=False) + "\n")
              for r in result.rows]  # fmt: skip
-    written = balanced(lines, max_repeat=args.max_repeat) if args.balance else [x for _, x in lines]
+    if args.cost_sensitive:
+        copies = weighted_copies(result.weights, max_repeat=args.max_repeat)
+        written = [line for (_, line), n in zip(lines, copies, strict=True) for _ in range(n)]
+    elif args.balance:
+        written = balanced(lines, max_repeat=args.max_repeat)
+    else:
+        written = [x for _, x in lines]
     write_text(args.out, "".join(written))
     chosen = ", ".join(f"{t} {n}" for t, n in sorted(result.chosen.items(), key=lambda x: -x[1]))
     print(
         f"{len(result.rows)} rows from {len(items)} items ({result.dropped} where no team "
         f"succeeded dropped); chosen: {chosen}"
         + (f"; {len(written)} after balancing" if args.balance else "")
+        + (f"; {len(written)} rows of every team weighted by reward" if args.cost_sensitive else "")
         + f"; policy tokens: {how} -> {args.out}"
     )
     return EXIT_OK
@@ -368,8 +389,17 @@ def _register_tables(teachers: Any) -> None:
     tables.add_argument(
         "--min-success", type=float, default=1.0, help="drop items whose best team scores less"
     )
-    tables.add_argument("--balance", action="store_true", help="repeat rows of rarer teams")
-    tables.add_argument("--max-repeat", type=int, default=4, help="with --balance (default 4)")
+    weigh = tables.add_mutually_exclusive_group()
+    weigh.add_argument("--balance", action="store_true", help="repeat rows of rarer teams")
+    weigh.add_argument(
+        "--cost-sensitive",
+        action="store_true",
+        help="cost-sensitive SFT: a row per team of each item, repeated in proportion to its "
+        "reward above the item's worst team's (at most --max-repeat copies)",
+    )
+    tables.add_argument(
+        "--max-repeat", type=int, default=4, help="with --balance or --cost-sensitive (default 4)"
+    )
     defaults = _reward_defaults()
     for name, help_text in (
         ("token-cost", "R_orch's cost per 1,000 tier-priced tokens"),

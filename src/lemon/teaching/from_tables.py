@@ -7,6 +7,14 @@ spec's canonical text, priced at the policy's price), structure. The best team (
 first in the table's team order) becomes the item's SFT row, in the chosen prompt format. Items
 where no team succeeded say nothing about which team pays: they are dropped (``min_success``)
 and counted. No model runs: the table is the teacher.
+
+Cost-sensitive rows (``cost_sensitive=True``): every team of a kept item becomes a row, weighted
+by its reward above the item's worst team's, ``w_ij = R_ij - min_k R_ik`` (:func:`weighted_copies`
+turns weights into copies). Weighted likelihood then has the Bayes-optimal argmax: for items the
+policy cannot tell apart, p(team) is proportional to the sum of their weights, so greedy decoding
+writes the team with the best total reward over those items (the best fixed team when it reads
+nothing, the best team per item when it reads everything), where plain SFT on the best team per
+item learns the most frequent winner, which can be a team no one should pick on average.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from lemon.reward import RewardConfig, orchestration_reward
 from lemon.tables.store import Table
 from lemon.tasks import classify_task, task_text
 
-__all__ = ["TableTeacher", "estimate_tokens", "table_teacher_rows"]
+__all__ = ["TableTeacher", "estimate_tokens", "table_teacher_rows", "weighted_copies"]
 
 TokenCounter = Callable[[list[dict[str, str]], str], int]
 """Tokens of (prompt messages, completion) under the policy's tokenizer and chat template."""
@@ -38,6 +46,8 @@ class TableTeacher:
     dropped: int = 0
     """Items where no team reached ``min_success``."""
     chosen: dict[str, int] = field(default_factory=dict)
+    weights: list[float] = field(default_factory=list)
+    """With ``cost_sensitive``: each row's weight (its reward above the item's worst team's)."""
 
 
 def table_teacher_rows(
@@ -50,8 +60,10 @@ def table_teacher_rows(
     policy_price: float = 0.0,
     min_success: float = 1.0,
     items: Sequence[str] | None = None,
+    cost_sensitive: bool = False,
 ) -> TableTeacher:
-    """The SFT rows of ``table`` (every item with a cell for every team of ``teams``)."""
+    """The SFT rows of ``table`` (every item with a cell for every team of ``teams``): the best
+    team's row per item, or with ``cost_sensitive`` every team's row and its weight."""
     from lemon.data import Benchmark
     from lemon.scoring import item_index
 
@@ -89,30 +101,52 @@ def table_teacher_rows(
             scored.append((reward, team, (spec, completion, cell, policy_tokens)))
         if not scored:
             continue
-        best_reward, best_team, (spec, completion, cell, policy_tokens) = max(
-            scored, key=lambda s: s[0]
-        )
-        if cell.success < min_success:
+        best = max(scored, key=lambda s: s[0])
+        _, best_team, (_, _, best_cell, _) = best
+        if best_cell.success < min_success:
             out.dropped += 1
             continue
         out.chosen[best_team] = out.chosen.get(best_team, 0) + 1
-        out.rows.append(
-            {
-                "id": item_id,
-                "prompt": messages,
-                "completion": [{"role": "assistant", "content": completion}],
-                "provenance": {
-                    "teacher": "table",
-                    "table": str(table.path),
-                    "benchmark": table.meta.benchmark,
-                    "chosen": best_team,
-                    "reward": round(best_reward, 6),
-                    "success": cell.success,
-                    "worker_tokens": cell.worker_tokens,
-                    "priced_tokens": round(cell.priced, 3),
-                    "policy_tokens": policy_tokens,
-                    "candidates": {team: round(r, 6) for r, team, _ in scored},
-                },
+        candidates = {team: round(r, 6) for r, team, _ in scored}
+        worst = min(r for r, _, _ in scored)
+        for reward, team, (_, completion, cell, policy_tokens) in (
+            scored if cost_sensitive else [best]
+        ):
+            provenance = {
+                "teacher": "table",
+                "table": str(table.path),
+                "benchmark": table.meta.benchmark,
+                "chosen": team,
+                "reward": round(reward, 6),
+                "success": cell.success,
+                "worker_tokens": cell.worker_tokens,
+                "priced_tokens": round(cell.priced, 3),
+                "policy_tokens": policy_tokens,
+                "candidates": candidates,
             }
-        )
+            if cost_sensitive:
+                provenance["best"] = best_team
+                provenance["weight"] = round(reward - worst, 6)
+                out.weights.append(reward - worst)
+            out.rows.append(
+                {
+                    "id": item_id,
+                    "prompt": messages,
+                    "completion": [{"role": "assistant", "content": completion}],
+                    "provenance": provenance,
+                }
+            )
     return out
+
+
+def weighted_copies(weights: Sequence[float], *, max_repeat: int) -> list[int]:
+    """Copies of each row for weighted SFT by oversampling (cost-proportionate, Zadrozny et al.
+    2003): ``round(max_repeat * w / max(weights))``, so the heaviest row appears ``max_repeat``
+    times and a row of weight 0 (the item's worst team) not at all. Zero or negative weights
+    only (no team differs anywhere): no copies."""
+    if max_repeat < 1:
+        raise ValueError(f"max_repeat must be at least 1, got {max_repeat}")
+    top = max(weights, default=0.0)
+    if top <= 0:
+        return [0 for _ in weights]
+    return [round(max_repeat * max(w, 0.0) / top) for w in weights]
