@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -68,3 +69,32 @@ def run_lemon(
 @pytest.fixture
 def lemon():
     return run_lemon
+
+
+def _cuda_here() -> bool:
+    try:
+        import torch
+    except ImportError:  # no torch, no GPU tier (the `model` extra brings it)
+        return False
+    return bool(torch.cuda.is_available())
+
+
+_NO_GPU: list[str] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``gpu`` tier runs only where torch sees a CUDA device: elsewhere its tests are
+    deselected (not skipped, and not silently: the summary says how many and why)."""
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu or _cuda_here():
+        return
+    _NO_GPU.extend(item.nodeid for item in gpu)
+    config.hook.pytest_deselected(items=gpu)
+    items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _NO_GPU:
+        terminalreporter.write_line(
+            f"gpu tier: {len(_NO_GPU)} test(s) deselected, torch sees no CUDA device here"
+        )

@@ -317,13 +317,21 @@ class LocalCluster:
     def _services(self, options: UpOptions, plane: ControlPlane) -> None:
         port = options.service_port or free_port()
         target = f"127.0.0.1:{port}"
+        # the run journal makes the service's runs survive its restart: a LemonRun is never
+        # executed twice (docs/runs.md)
+        journal = self.state.root / "runs.journal"
         service = self.children.start(
-            "lemon serve", [str(script("lemon")), "serve", "--host=127.0.0.1", f"--port={port}"]
-        )
+            "lemon serve",
+            [str(script("lemon")), "serve", "--host=127.0.0.1", f"--port={port}",
+             f"--run-journal={journal}"],
+        )  # fmt: skip
         self.core.append(service)
         _wait_port(port, alive=service.alive, what="lemon serve", log=service.log)
         self.save(service=target)
-        self.say(f"lemon cluster: orchestration service (lemon serve) at {target}")
+        self.say(
+            f"lemon cluster: orchestration service (lemon serve) at {target}, runs journaled "
+            f"in {journal}"
+        )
         operator_config = plane.kubeconfig_for(user=OPERATOR_USER)
         operator = self.children.start(
             "lemon-operator",

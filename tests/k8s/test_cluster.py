@@ -162,6 +162,9 @@ def test_a_running_cluster_refuses_a_second_up_reports_what_it_lacks_and_stops_o
     assert report["apiserver"].startswith("https://127.0.0.1:")
     assert {"etcd", "kube-apiserver", "lemon serve", "lemon-operator"} <= set(report["processes"])
     assert all(process["alive"] for process in report["processes"].values())
+    # the service journals its runs, so a restart of it never runs a LemonRun twice
+    assert f"runs journaled in {running.state / 'runs.journal'}" in running.output()
+    assert (running.state / "runs.journal").exists()
 
     second = _up(running.state)
     assert second.returncode == 1

@@ -219,3 +219,32 @@ def test_engine_reward_on_the_tiny_llamacpp_tiers(tiny_model: Path, tmp_path: Pa
         assert len(reward.cache) <= 2  # this batch's spec and mutant only
     finally:
         asyncio.run(reward.aclose())
+
+
+def test_credit_lands_on_the_field_when_the_spec_follows_prose(
+    table: Table, tiny_model: Path
+) -> None:
+    """The reward scores the text evaluation reads (cut at the first blank line, the fenced
+    YAML extracted) and shifts the credit spans by where that text starts: with a sentence and
+    a fence before the spec, and prose after a blank line, the downgrade's credit still covers
+    the tokens that spell ``large``, and the reward is the bare spec's."""
+    from lemon_train.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    columns = {k: v[:1] for k, v in _rows(table).items()}
+    credit = CounterfactualConfig(
+        enabled=True, kinds=[MutationKind.DOWNGRADE_CAPACITY], max_mutants=1
+    )
+    bare = tokenizer(SINGLE.format(tier="large"), add_special_tokens=False)["input_ids"]
+    text = "Here is the team:\n```yaml\n" + SINGLE.format(tier="large") + "```\n\nIt is cheap."
+    wrapped = tokenizer(text, add_special_tokens=False)["input_ids"]
+    got = {}
+    for name, ids in (("bare", bare), ("wrapped", wrapped)):
+        reward = _reward(table, tokenizer, live=False, counterfactual=credit)
+        (value,) = asyncio.run(reward([None], [None], [ids], **columns))
+        (credits,) = reward.take_pending(1)
+        (one,) = credits
+        spelled = tokenizer.decode([ids[t] for t in one.tokens])
+        assert spelled.strip() == "large", (name, spelled)
+        got[name] = (value, one.delta)
+    assert got["wrapped"] == got["bare"]

@@ -258,6 +258,13 @@ def test_lemon_run_cli_on_the_scripted_profile(tmp_path: Path) -> None:
     default = run_lemon("run", "--profile", "scripted", "--task", question)
     assert default.returncode == 0
     assert "spec from best fixed team for multiple_choice tasks" in default.stderr
+    # the chosen team and its cost beside one large agent's, as read from fixed_teams.json
+    from lemon.policy.fixed import best_teams
+
+    choice = best_teams()["multiple_choice"]
+    cost = next(line for line in default.stderr.splitlines() if line.startswith("cost: "))
+    assert f"one large agent averages {choice['large_cost']:.0f} on {choice['benchmark']}" in cost
+    assert "; team: " in cost
     assert "cost: " in default.stderr
     text = run_lemon("run", "--profile", "scripted", "--task", question, "--baseline", "template")
     assert text.returncode == 0
