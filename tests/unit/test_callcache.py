@@ -234,3 +234,61 @@ def test_the_local_identity_covers_the_chat_template(tmp_path: Path) -> None:
     (model / "README.md").write_text("notes")  # not part of what the model computes
     after = identity()
     assert identity() == after
+
+
+def test_the_identity_is_computed_off_the_event_loop(tmp_path: Path) -> None:
+    """A content id hashes the model's files and touches SQLite: the first call computes it in
+    a worker thread, not on the loop's thread, and later calls reuse it."""
+    import threading
+
+    threads: list[threading.Thread] = []
+
+    class Recording(ScriptedBackend):
+        def content_id(self, cache: PersistentCallCache) -> str:
+            threads.append(threading.current_thread())
+            return super().content_id(cache)
+
+    backend = CachedBackend(Recording(DIGEST), PersistentCallCache(tmp_path / "c.sqlite"))
+
+    async def go() -> threading.Thread:
+        await backend.generate(_request("one"))
+        await backend.generate(_request("two"))
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(go())
+    assert len(threads) == 1
+    assert threads[0] is not loop_thread
+
+
+def test_a_hub_ids_identity_is_its_local_snapshot(tmp_path: Path) -> None:
+    """A Hugging Face id is keyed by the files of its snapshot in the local hub cache (a new
+    revision there is a new identity), not by its name; an id the cache lacks keeps its name."""
+    hub = tmp_path / "hub"
+    repo = hub / "models--example-org--tiny"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    (snapshot / "config.json").write_text("{}")
+    (snapshot / "model.safetensors").write_bytes(b"weights v1")
+    code = (
+        "import sys; from lemon.backends.callcache import PersistentCallCache; "
+        "from lemon.backends.local import LocalBackend, ModelSource; "
+        "cache = PersistentCallCache(sys.argv[2]); "
+        "print(LocalBackend(ModelSource(sys.argv[1], 'float32', 'cpu')).content_id(cache))"
+    )
+    env = {"HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+
+    def identity(name: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code, name, str(tmp_path / "c.sqlite")],
+            capture_output=True, text=True, env=env, check=True, timeout=120,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    first = identity("example-org/tiny")
+    assert first.startswith("local:")
+    assert "name:" not in first
+    (snapshot / "model.safetensors").write_bytes(b"weights, the second revision")
+    assert identity("example-org/tiny") != first
+    assert identity("example-org/not-cached") == "local:name:example-org/not-cached@float32:cpu"

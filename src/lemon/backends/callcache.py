@@ -279,10 +279,19 @@ class CachedBackend:
             self._identity = content(self.cache) if callable(content) else self.inner.model_id
         return self._identity
 
+    async def _identity_off_loop(self) -> str:
+        """:meth:`identity`, computed in a thread the first time: a content id hashes the
+        model's files and reads or writes its fingerprint in SQLite, which must not stall the
+        event loop."""
+        if self._identity is not None:
+            return self._identity
+        # two first calls at once may both compute it: the same answer, written once
+        return await asyncio.to_thread(self.identity)
+
     async def generate(self, request: GenerationRequest) -> Generation:
         if not cacheable(request):
             return await self.inner.generate(request)
-        identity = self.identity()
+        identity = await self._identity_off_loop()
         key = request_key(identity, request)
         shared = await self._shared(key)
         if shared is not None:
