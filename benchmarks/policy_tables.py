@@ -266,6 +266,8 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
         # the fitted SFT (``sft-sN-fit``) and the GRPO run long from it (``grpo-*-sN-long``)
         # against the shuffled SFT fitted the same way
         fit = "-fit" if "-fit" in run or run.endswith("-long") else ""
+        if run.startswith("sft-cs-"):  # cost-sensitive SFT: its rows shuffled across items
+            return controls.get(f"sft-cs-shuffled{suffix}")
         if fit:
             return controls.get(f"sft-shuffled-fit{suffix}")
         if run.startswith("grpo-") and f"grpo-credit-shuffled{suffix}" in controls:

@@ -35,7 +35,9 @@ for stage in "$@"; do
     rows-cs)  # cost-sensitive SFT's rows: each row repeated in proportion to its regret
       fit=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import policy_tables as p; print(p.EXPERIMENTS['$bench']['fit'])")
       lemon teacher tables "$tables/$bench-train" --limit "$fit" --prompt-format lemon-policy-prompt/v2 \
-        --token-cost 0.2 --teams "$teams" --cost-sensitive --out "$out/rows-cs.jsonl" ;;
+        --token-cost 0.2 --teams "$teams" --cost-sensitive --out "$out/rows-cs.jsonl"
+      lemon teacher tables "$tables/$bench-train" --limit "$fit" --prompt-format lemon-policy-prompt/v2 \
+        --token-cost 0.2 --teams "$teams" --cost-sensitive --shuffle 0 --out "$out/rows-cs-shuffled.jsonl" ;;
     sft-shuffled)
       lemon train sft --config "$out/sft-shuffled.yaml" ;;
     sft-*) lemon train sft --config "$out/$stage.yaml" ;;
