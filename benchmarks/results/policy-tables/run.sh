@@ -53,6 +53,10 @@ for stage in "$@"; do
         --limit "${LEMON_EVAL_LIMIT:-0}" --max-tokens 300 --concurrency 8 \
         --policy-columns "${LEMON_COLUMNS:-single-small,single-medium,single-large,pot-medium,pot-large}" \
         --out "$out/evals" --name "$name-columns" -q ;;
+    eval-learned)  # the policy the package ships (--policy learned), as a user runs it
+      lemon eval --policy learned --table "$tables/$bench-test" \
+        --limit "${LEMON_EVAL_LIMIT:-0}" --max-tokens 300 --policy-attempts 1 --policy-max-tokens 96 --concurrency 8 \
+        --out "$out/evals" --name shipped-learned -q ;;
     eval-*)
       name=${stage#eval-}
       lemon eval --policy "policies/tables/$bench-$name" --table "$tables/$bench-test" \
