@@ -3,9 +3,10 @@
 A policy version directory (``lemon-policy/v1``: a LoRA adapter over the packaged
 SmolLM2-135M-Instruct, its tokenizer and ``policy.json``) under ``lemon/policy/learned/``,
 trained on the SVAMP outcome tables (``benchmarks/results/policy-tables/``, where its
-numbers and the commands that made them are): ``svamp-tables@sft-s0-fit``, LoRA SFT of seed 0 on
-the train table's teacher rows fitted to them (4 epochs at 5e-4: every greedy spec valid), the
-best of the learned policies on the test table; GRPO from it collapsed onto one fixed team.
+numbers and the commands that made them are): ``svamp-tables@sft-cs-s0``, cost-sensitive LoRA
+SFT of seed 0 (every team of each train item a row, weighted by its reward above the item's
+worst team's), the best of the learned policies on the test table (0.745 at 778 tier-priced
+tokens an item, its own 49 included; on the fixed teams' hull within its interval, not above).
 Every file's SHA-256 is pinned here and checked before anything is loaded, so a modified or
 truncated copy is refused with the file it found wrong, not run.
 
@@ -30,11 +31,11 @@ MAX_BYTES = 20 * 1024 * 1024
 """The most the shipped directory may weigh (the package carries it)."""
 
 PINNED: dict[str, str] = {
-    "adapter_config.json": "e6554f8b81d8bc95d8bcd5a97d8e8fba60362ad5bff22fe10ffee85589fb3ee1",
-    "adapter_model.safetensors": "b7f9025eaed0bdc13d774077bcf57ba5dcda55e0a11876e0b04539c3233e7d8c",
+    "adapter_config.json": "f57f12b6d390376d10d1d4ca9ba004a2f9d51d664c2c07805faa492996fd0c82",
+    "adapter_model.safetensors": "2f409cf1bd71ae8ff6fe6d3ef933bb151a4ac54dfde298262fcdfbc2293a14f3",
     "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
-    "metrics.jsonl": "685d350e94c3c1b15f21db3c544e94589da8d2f899ece621fac0d413dc90890f",
-    "policy.json": "699984c72cd6852d4daab181ef6d4c031086b46f3d6fdfd5445f35304a1a8197",
+    "metrics.jsonl": "5a889916428c4cad0287a3777b78392539466b3f1dcb8cdecbe242b9c6fea843",
+    "policy.json": "c72966f7c4e66a4ab2fe446a49a21ae9a599a7fdad11e072c654d6d61540d9f9",
     "tokenizer.json": "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4",
     "tokenizer_config.json": "156c41a2e14e6e6bd4286c506c38ee883a78e0f5ce165ad9bf63fe73ebf9e974",
 }
