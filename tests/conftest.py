@@ -71,6 +71,21 @@ def lemon():
     return run_lemon
 
 
+def write_one_spec(
+    policy: Any, task: str = "A pen costs 3 dollars. How much do 4 pens cost?"
+) -> Any:
+    """The policy's decision for one task, the policy closed after it."""
+    import asyncio
+
+    async def go() -> Any:
+        try:
+            return await policy.write_spec(task)
+        finally:
+            await policy.aclose()
+
+    return asyncio.run(go())
+
+
 def _cuda_here() -> bool:
     try:
         import torch

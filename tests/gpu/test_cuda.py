@@ -6,10 +6,9 @@ the spec grammar. GPU figures beside it are recorded runs (``benchmarks/results/
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
+
+from tests.conftest import write_one_spec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.model]
 
@@ -22,13 +21,6 @@ def test_the_packaged_policy_writes_a_valid_spec_on_the_gpu() -> None:
     assert source.resolved_device() == "cuda"
     assert source.resolved_dtype() == "bfloat16"
     policy = load_policy("packaged", constrained=True)
-
-    async def go() -> Any:
-        try:
-            return await policy.write_spec("A pen costs 3 dollars. How much do 4 pens cost?")
-        finally:
-            await policy.aclose()
-
-    decision = asyncio.run(go())
+    decision = write_one_spec(policy)
     assert not decision.fallback
     assert decision.attempts[0].valid

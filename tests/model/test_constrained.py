@@ -26,6 +26,7 @@ from lemon.policy.prompt import policy_messages
 from lemon.policy.template import TemplateVariant, template_spec
 from lemon.spec import compile_spec, format_spec, parse_spec
 from lemon.spec.grammar import GrammarLimits, SpecGrammar
+from tests.conftest import write_one_spec
 from tests.model.conftest import ModelServer
 
 pytestmark = pytest.mark.model
@@ -195,14 +196,7 @@ def test_a_server_that_ignores_grammars_fails_the_call(tiny_model_dir: Path) -> 
 def test_the_untrained_packaged_policy_writes_valid_specs_first_time() -> None:
     policy = load_policy("packaged", constrained=True)
     assert policy.constraint(None) is not None
-
-    async def go() -> Any:
-        try:
-            return await policy.write_spec("A pen costs 3 dollars. How much do 4 pens cost?")
-        finally:
-            await policy.aclose()
-
-    decision = asyncio.run(go())
+    decision = write_one_spec(policy)
     assert not decision.fallback
     assert len(decision.attempts) == 1
     assert decision.attempts[0].valid

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The learned policy on the outcome tables, one benchmark (svamp or mmlu), resumable:
 #   bash benchmarks/results/policy-tables/run.sh svamp STAGE...
-# STAGE: rows (teacher rows from the train table, and the shuffled control's), rows-cs (the rows
-# weighted by regret, for cost-sensitive SFT), sft-S (the SFT warm
+# STAGE: rows (teacher rows from the train table, and the shuffled control's), rows-cs (every team's
+# row weighted by its reward above the item's worst team's, for cost-sensitive SFT, and its control), sft-S (the SFT warm
 # start of seed S), grpo-ARM-S (ARM global or credit), eval-NAME (a policy version under
 # policies/tables/ on the test table), evalc-NAME (the same under the spec grammar: evals/NAME-constrained),
 # evalk-NAME (the policy chooses among the table's teams by log-probability: evals/NAME-columns), report. LEMON_CODE: a checkout whose code runs it (a git
@@ -32,7 +32,7 @@ for stage in "$@"; do
         lemon teacher tables "$tables/$bench-train" --limit "$fit" --prompt-format lemon-policy-prompt/v2 \
           --token-cost 0.2 --teams "$teams" --balance $shuffle --out "$out/$name.jsonl"
       done ;;
-    rows-cs)  # cost-sensitive SFT's rows: each row repeated in proportion to its regret
+    rows-cs)  # cost-sensitive SFT's rows (every team, repeated by weight) and the shuffled control's
       fit=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import policy_tables as p; print(p.EXPERIMENTS['$bench']['fit'])")
       lemon teacher tables "$tables/$bench-train" --limit "$fit" --prompt-format lemon-policy-prompt/v2 \
         --token-cost 0.2 --teams "$teams" --cost-sensitive --out "$out/rows-cs.jsonl"

@@ -284,7 +284,8 @@ def run_tables(args: argparse.Namespace) -> int:
     lines = [(str(r["provenance"]["chosen"]), json.dumps(r, ensure_ascii=False) + "\n")
              for r in result.rows]  # fmt: skip
     if args.cost_sensitive:
-        copies = weighted_copies(result.weights, max_repeat=args.max_repeat)
+        weights = [float(r["provenance"]["weight"]) for r in result.rows]
+        copies = weighted_copies(weights, max_repeat=args.max_repeat)
         written = [line for (_, line), n in zip(lines, copies, strict=True) for _ in range(n)]
     elif args.balance:
         written = balanced(lines, max_repeat=args.max_repeat)

@@ -9,12 +9,13 @@ where no team succeeded say nothing about which team pays: they are dropped (``m
 and counted. No model runs: the table is the teacher.
 
 Cost-sensitive rows (``cost_sensitive=True``): every team of a kept item becomes a row, weighted
-by its reward above the item's worst team's, ``w_ij = R_ij - min_k R_ik`` (:func:`weighted_copies`
-turns weights into copies). Weighted likelihood then has the Bayes-optimal argmax: for items the
-policy cannot tell apart, p(team) is proportional to the sum of their weights, so greedy decoding
-writes the team with the best total reward over those items (the best fixed team when it reads
-nothing, the best team per item when it reads everything), where plain SFT on the best team per
-item learns the most frequent winner, which can be a team no one should pick on average.
+by its reward above the item's worst team's, ``w_ij = R_ij - min_k R_ik`` (``provenance.weight``;
+:func:`weighted_copies` turns weights into copies). Weighted likelihood then has the
+Bayes-optimal argmax: for items the policy cannot tell apart, p(team) is proportional to the sum
+of their weights, so greedy decoding writes the team with the best total reward over those items
+(the best fixed team when it reads nothing, the best team per item when it reads everything),
+where plain SFT on the best team per item learns the most frequent winner, which can be a team
+no one should pick on average.
 """
 
 from __future__ import annotations
@@ -46,8 +47,6 @@ class TableTeacher:
     dropped: int = 0
     """Items where no team reached ``min_success``."""
     chosen: dict[str, int] = field(default_factory=dict)
-    weights: list[float] = field(default_factory=list)
-    """With ``cost_sensitive``: each row's weight (its reward above the item's worst team's)."""
 
 
 def table_teacher_rows(
@@ -127,7 +126,6 @@ def table_teacher_rows(
             if cost_sensitive:
                 provenance["best"] = best_team
                 provenance["weight"] = round(reward - worst, 6)
-                out.weights.append(reward - worst)
             out.rows.append(
                 {
                     "id": item_id,
