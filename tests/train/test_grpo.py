@@ -283,6 +283,9 @@ def test_lemon_train_grpo_publishes_a_version_with_delta_metrics(
     assert len(steps) == 2
     assert all("validity" in row and "cf/span_share" in row for row in steps)
     assert any(row["validity"] > 0 for row in steps), steps
+    # each step sampled its 2 tasks' groups of 4 from one prefill per task (the overridden
+    # sampling ran; absent if TRL stopped calling it)
+    assert all(row.get("gen/prompts_prefilled") == 2 for row in steps), steps
     assert any("cf/delta_mean" in row and row["cf/mutants"] > 0 for row in steps), steps
     credit = [json.loads(line) for line in (output / "credit.jsonl").read_text().splitlines()]
     assert {row["step"] for row in credit} == {1, 2}

@@ -57,6 +57,7 @@ from lemon_train.rewards import (
     SyntheticReward,
     TableReward,
 )
+from lemon_train.sampling import shared_prefix_generate
 from lemon_train.task_rows import RowKind, load_tasks
 
 __all__ = [
@@ -96,9 +97,13 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         lambda_cf: float,
         credit_path: Path | None = None,
         skip_flat_groups: bool = False,
+        shared_prefill: bool = True,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
+        self.shared_prefill = shared_prefill
+        """Sample each group from one prefill of its prompt (:mod:`lemon_train.sampling`) on
+        TRL's transformers path; vLLM, continuous batching and images keep TRL's own."""
         self.spec_reward = spec_reward
         self.lambda_cf = lambda_cf
         self.skip_flat_groups = (
@@ -146,6 +151,53 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
             self._metrics[mode]["groups_skipped"].append(float((len(rewards) - len(keep)) // group))
             output = keep_rows(output, keep)
         return output
+
+    def _generate_single_turn(
+        self,
+        prompt_ids: list[list[int]],
+        images: Any,
+        multimodal_fields: dict[str, Any],
+        num_generations: int,
+        has_tool_images: bool = False,
+    ) -> tuple[list[list[int]], Any]:
+        """TRL's sampling, with each distinct prompt prefilled once on the transformers path
+        (:func:`~lemon_train.sampling.shared_prefix_generate`); logs ``gen/prompts_prefilled``."""
+        plain = (
+            not self.shared_prefill
+            or self.use_vllm
+            or self.use_transformers_continuous_batching
+            or multimodal_fields
+            or (images is not None and any(image is not None for image in images))
+        )
+        if plain:
+            return super()._generate_single_turn(  # type: ignore[no-any-return]
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
+        from trl.extras.profiling import profiling_context
+        from trl.models import unwrap_model_for_generation
+
+        with (
+            profiling_context(self, "transformers.generate"),
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                generation_kwargs=self.generation_kwargs,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as unwrapped,
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            completions, prefilled = shared_prefix_generate(
+                unwrapped,
+                prompt_ids,
+                self.generation_config,
+                pad_token_id=self._tokenizer.pad_token_id,
+                eos_token_ids=self.eos_token_ids,
+            )
+        trained: Any = self.model
+        mode = "train" if trained.training else "eval"
+        self._metrics[mode]["gen/prompts_prefilled"].append(float(prefilled))
+        return completions, None
 
     def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
         found = super()._get_per_token_logps_and_entropies(*args, **kwargs)
@@ -414,6 +466,7 @@ def build_trainer(
         lambda_cf=cf.lambda_cf if cf.enabled else 0.0,
         credit_path=metrics_path.with_name(CREDIT_FILE) if metrics_path and is_main else None,
         skip_flat_groups=config.hyperparameters.skip_flat_groups,
+        shared_prefill=config.hyperparameters.shared_prefill,
     )
     return trainer, metrics, tokenizer
 

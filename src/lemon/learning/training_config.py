@@ -137,6 +137,12 @@ class HyperParameters(_Config):
         "sample's reward equal and no counterfactual credit), as DAPO's dynamic sampling does; "
         "single process only.",
     )
+    shared_prefill: bool = Field(
+        default=True,
+        description="GRPO without vLLM: prefill each task's prompt once for its group of "
+        "samples instead of once per sample (the same tokens under greedy decoding; "
+        "`lemon bench grpo-sampling` measures it).",
+    )
 
 
 class CounterfactualConfig(_Config):
