@@ -115,3 +115,52 @@ def test_sampled_rows_of_one_prompt_differ_and_follow_the_seed(tmp_path: Path) -
     first = draw()
     assert len({tuple(row) for row in first}) > 1
     assert draw() == first
+
+
+def test_completion_logps_equal_trls_fused_head_values_and_gradients() -> None:
+    """The loss pass's log-probs and entropies with the LM head over the completions only equal
+    TRL's fused head (which projects every position on a CPU), gradients included; rows padded on
+    the left (prompts) and on the right (completions after EOS)."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    from lemon.policy.prompt import policy_messages
+    from lemon_train.loading import load_model_and_tokenizer
+    from lemon_train.logprobs import completion_logps
+
+    model, tokenizer = load_model_and_tokenizer("packaged")
+    add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
+    prompts = [
+        _prompt_ids(tokenizer, policy_messages(task))
+        for task in ("What is 7 + 5?", "Sort a list of 12 numbers in Python, then sum it.")
+    ]
+    completions = [
+        tokenizer("agents:\n  - name: solver")["input_ids"],
+        tokenizer("output: x")["input_ids"],
+    ]
+    width, k = max(map(len, prompts)), max(map(len, completions))
+    ids = torch.full((2, width + k), tokenizer.pad_token_id)
+    mask = torch.zeros((2, width + k), dtype=torch.long)
+    for row, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+        ids[row, width - len(prompt) : width] = torch.tensor(prompt)
+        ids[row, width : width + len(completion)] = torch.tensor(completion)
+        mask[row, width - len(prompt) : width + len(completion)] = 1
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :-k] = -100
+    trl = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+    trl_logps, trl_entropy = trl.log_probs[:, -k:], trl.entropy[:, -k:]
+    weights = torch.randn(2, k, generator=torch.Generator().manual_seed(0))
+    (trl_logps * weights).sum().backward()
+    trl_grad = model.model.layers[-1].mlp.down_proj.weight.grad.clone()
+    model.zero_grad()
+    logps, entropy = completion_logps(model, ids, mask, k, temperature=0.7, compute_entropy=True)
+    (logps * weights).sum().backward()
+    grad = model.model.layers[-1].mlp.down_proj.weight.grad
+    assert entropy is not None
+    assert logps.shape == trl_logps.shape == (2, k)
+    assert (logps[mask[:, -k:] == 0] == 0).all()
+    torch.testing.assert_close(logps, trl_logps, atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(entropy, trl_entropy.detach(), atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(grad, trl_grad, atol=1e-4, rtol=1e-3)
+    # not vacuous: the log-probs move with the temperature
+    hotter, _ = completion_logps(model, ids, mask, k, temperature=1.0)
+    assert not torch.allclose(hotter, logps, atol=1e-2)

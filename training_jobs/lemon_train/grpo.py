@@ -48,6 +48,7 @@ from lemon_train.credit import (
 from lemon_train.distributed import barrier
 from lemon_train.errors import TrainingError
 from lemon_train.loading import load_model_and_tokenizer
+from lemon_train.logprobs import completion_logps
 from lemon_train.progress import MetricsCallback, metrics_callback
 from lemon_train.publishing import save_version
 from lemon_train.rewards import (
@@ -98,9 +99,13 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         credit_path: Path | None = None,
         skip_flat_groups: bool = False,
         shared_prefill: bool = True,
+        completion_head: bool = True,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
+        self.completion_head = completion_head
+        """On a CPU, score the loss pass with the LM head over the completion positions only
+        (:mod:`lemon_train.logprobs`)."""
         self.shared_prefill = shared_prefill
         """Sample each group from one prefill of its prompt (:mod:`lemon_train.sampling`) on
         TRL's transformers path; vLLM, continuous batching and images keep TRL's own."""
@@ -170,20 +175,23 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
             or (images is not None and any(image is not None for image in images))
         )
         if plain:
-            return super()._generate_single_turn(  # type: ignore[no-any-return]
+            trl_sampling: Any = super()._generate_single_turn
+            found: tuple[list[list[int]], Any] = trl_sampling(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
+            return found
         from trl.extras.profiling import profiling_context
-        from trl.models import unwrap_model_for_generation
+        from trl.models.utils import unwrap_model_for_generation
 
+        args: Any = self.args
         with (
             profiling_context(self, "transformers.generate"),
             unwrap_model_for_generation(
                 self.model_wrapped,
                 self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                gather_deepspeed3_params=args.ds3_gather_for_generation,
                 generation_kwargs=self.generation_kwargs,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
             ) as unwrapped,
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
         ):
@@ -199,8 +207,50 @@ class CounterfactualGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         self._metrics[mode]["gen/prompts_prefilled"].append(float(prefilled))
         return completions, None
 
-    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
-        found = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **multimodal: Any,
+    ) -> Any:
+        """TRL's scoring pass; on a CPU, with the LM head over the completions only
+        (:func:`~lemon_train.logprobs.completion_logps`: TRL's fused head projects every prompt
+        position there). Keeps the log-probs for ``cf/span_share``."""
+        compact = (
+            self.completion_head
+            and input_ids.device.type == "cpu"
+            and not compute_aux_loss
+            and all(value is None for value in multimodal.values())
+        )
+        if compact:
+            with self.accelerator.autocast():
+                logps, entropies = completion_logps(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    temperature=self.temperature,
+                    compute_entropy=compute_entropy,
+                    batch_size=batch_size,
+                )
+            found: Any = (logps, entropies, None)
+        else:
+            scoring: Any = super()._get_per_token_logps_and_entropies
+            found = scoring(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size=batch_size,
+                compute_entropy=compute_entropy,
+                compute_aux_loss=compute_aux_loss,
+                **multimodal,
+            )
         self._last_logps = found[0]
         return found
 

@@ -90,7 +90,7 @@ def shared_prefix_generate(
                 cache=cache,
                 use_cache=True,
             )
-            cache.reorder_cache(torch.tensor(index, device=device))
+            cache.reorder_cache(torch.tensor(index, device=device))  # type: ignore[arg-type]
         rows = torch.tensor(index, device=device)
         output = model.generate(
             input_ids=ids[rows],
