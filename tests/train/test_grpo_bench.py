@@ -1,4 +1,5 @@
-"""``lemon bench learning``, ``learning-v1`` and ``grpo-step`` run end to end (tiny settings)."""
+"""``lemon bench learning``, ``learning-v1``, ``grpo-step`` and ``grpo-sampling`` run end to end
+(tiny settings)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,23 @@ def test_grpo_step_bench() -> None:
     assert isinstance(result["ratio"], float)
     assert result["ratio"] > 0
     assert result["plain_step_s"] > 0  # type: ignore[operator]
+
+
+def test_grpo_sampling_bench_on_the_shipped_policy() -> None:
+    """The step-time benchmark on the real shipped policy and the SVAMP table (tiny sizes):
+    both sampling paths write the same greedy tokens, and each measured pair is reported."""
+    result = _bench(
+        "grpo-sampling", "--json", "--tasks", "2", "--group", "2", "--max-tokens", "16",
+        "--repeats", "2", "--steps", "1",
+    )  # fmt: skip
+    assert result["benchmark"] == "grpo-sampling"
+    assert result["greedy_equal"] is True
+    for part, pairs in (("sampling", 2), ("scoring", 2), ("step", 1)):
+        found = result[part]
+        assert isinstance(found, dict), part
+        assert found["pairs"] == pairs, found
+        assert len(found["speedups"]) == pairs, found
+        assert all(s > 0 for s in found["speedups"]), found
+        low, high = found["speedup_ci95"]
+        assert low <= found["speedup"] <= high, found
+    assert len(result["prompt_tokens"]) == 2  # type: ignore[arg-type]
