@@ -58,6 +58,28 @@ def test_eval_writes_scores_and_resumes(tmp_path: Path) -> None:
         assert parse_spec(record["spec"]).output == "checker"
 
 
+def test_eval_refuses_to_resume_a_run_made_another_way(tmp_path: Path) -> None:
+    """Resuming keeps the finished items: a run directory made with another method (or policy
+    version, token budget, prices...) is refused by name, and nothing in it changes."""
+    args = ["eval", "--benchmark", "multiarith", "--profile", "scripted", "--limit", "2"]
+    out = ["--out", str(tmp_path), "--name", "r", "-q", "--json"]
+    first = run_lemon(*args, "--baseline", "chain", *out)
+    assert first.returncode == 0, first.stderr
+    items = tmp_path / "r" / "items.jsonl"
+    before = items.read_bytes(), (tmp_path / "r" / "summary.json").read_bytes()
+    other = run_lemon(*args, "--baseline", "single", *out)
+    assert other.returncode != 0
+    assert "holds a run made with method = 'baseline:chain'" in other.stderr, other.stderr
+    assert "'baseline:single'" in other.stderr
+    budget = run_lemon(*args, "--baseline", "chain", "--max-tokens", "64", *out)
+    assert budget.returncode != 0
+    assert "max_tokens" in budget.stderr, budget.stderr
+    assert (items.read_bytes(), (tmp_path / "r" / "summary.json").read_bytes()) == before
+    more = run_lemon(*args[:-1], "4", "--baseline", "chain", *out)  # more items: allowed
+    assert more.returncode == 0, more.stderr
+    assert json.loads(more.stdout)["n"] == 4
+
+
 def test_self_consistency_votes_over_samples(tmp_path: Path) -> None:
     result = run_lemon(
         "eval",

@@ -136,7 +136,7 @@ def _column_choices(names: str, table: Any) -> dict[Any, tuple[str, ...]]:
 def run(args: argparse.Namespace) -> int:
     from lemon.backends.callcache import wrap_backends
     from lemon.capacity import build_backends, close_backends
-    from lemon.evals.loop import EvalSettings, evaluate, print_progress
+    from lemon.evals.loop import EvalSettings, RunMismatch, evaluate, print_progress
     from lemon.pricing import policy_price, resolve_prices
     from lemon.spec.models import Capacity
 
@@ -194,7 +194,10 @@ def run(args: argparse.Namespace) -> int:
             if policy is not None:
                 await policy.aclose()
 
-    summary = asyncio.run(go())
+    try:
+        summary = asyncio.run(go())
+    except RunMismatch as exc:
+        raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(summary))
     else:

@@ -11,6 +11,7 @@ backends, so the in-process model batches agents across items.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections import Counter
@@ -32,7 +33,7 @@ from lemon.spec.formatting import format_spec
 from lemon.spec.models import Capacity, Spec
 from lemon.tasks import TaskKind, classify_task, task_text
 
-__all__ = ["EvalSettings", "ItemRecord", "evaluate", "summarize"]
+__all__ = ["EvalSettings", "ItemRecord", "RunMismatch", "check_resume", "evaluate", "summarize"]
 
 SC_TEMPERATURE = 0.7
 
@@ -277,6 +278,34 @@ async def _record(
     return record
 
 
+RESUME_FREE = frozenset({"run", "offset", "limit", "stratified"})
+"""Settings a resumed run may change: which items it covers (records are keyed by item id)."""
+
+
+class RunMismatch(ValueError):
+    """A run directory holds results made another way than the run asked to resume it."""
+
+
+def check_resume(out_dir: Path, settings: Mapping[str, Any]) -> None:
+    """Refuse to add to ``out_dir``'s records when its ``summary.json`` was made with other
+    settings (another policy version, method, token budget, prices, models, table...): the
+    finished items would be kept and reported as the new run's."""
+    summary_path = out_dir / "summary.json"
+    if not (out_dir / "items.jsonl").is_file() or not summary_path.is_file():
+        return
+    try:
+        old = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunMismatch(f"{summary_path}: cannot read the run's settings: {exc}") from None
+    for key in sorted(set(settings) - RESUME_FREE):
+        if key in old and old[key] != settings[key]:
+            raise RunMismatch(
+                f"{out_dir}: holds a run made with {key} = {old[key]!r}; this one has "
+                f"{settings[key]!r}. Resuming would report the old items as this run's: give "
+                "another --name (or --out), or delete the directory"
+            )
+
+
 async def evaluate(
     items: Sequence[Item],
     *,
@@ -292,6 +321,15 @@ async def evaluate(
     With ``policy`` (a ``policy:`` method), the policy writes each item's spec first; a spec it
     fails to write validly falls back to the template policy's, and the record says so. Its
     own tokens join the item's full cost at ``settings.policy_price``."""
+    run_settings = {
+        **meta,
+        "method": settings.method,
+        "max_tokens": settings.max_tokens,
+        "tier_prices": settings.prices.to_json(),
+        **({"policy_price": settings.policy_price} if policy is not None else {}),
+        **({"tier": settings.tier.value} if settings.tier is not None else {}),
+    }
+    check_resume(out_dir, run_settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     items_path = out_dir / "items.jsonl"
     by_id = {item.id: item for item in items}
@@ -320,14 +358,7 @@ async def evaluate(
     records = [r for i, r in read_records(items_path).items() if i in by_id]
     summary = summarize(
         records,
-        settings={
-            **meta,
-            "method": settings.method,
-            "max_tokens": settings.max_tokens,
-            "tier_prices": settings.prices.to_json(),
-            **({"policy_price": settings.policy_price} if policy is not None else {}),
-            **({"tier": settings.tier.value} if settings.tier is not None else {}),
-        },
+        settings=run_settings,
     )
     atomic.write_json(out_dir / "summary.json", summary)
     return summary
