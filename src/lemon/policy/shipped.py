@@ -3,10 +3,13 @@
 A policy version directory (``lemon-policy/v1``: a LoRA adapter over the packaged
 SmolLM2-135M-Instruct, its tokenizer and ``policy.json``) under ``lemon/policy/learned/``,
 trained on the SVAMP outcome tables (``benchmarks/results/policy-tables/``, where its
-numbers and the commands that made them are): ``svamp-tables@sft-cs-s0``, cost-sensitive LoRA
-SFT of seed 0 (every team of each train item a row, weighted by its reward above the item's
-worst team's), the best of the learned policies on the test table (0.745 at 778 tier-priced
-tokens an item, its own 49 included; on the fixed teams' hull within its interval, not above).
+numbers and the commands that made them are): ``svamp-tables@grpo-credit-cs-s0-to20``: 20
+steps of GRPO with two-way counterfactual credit on the train table from the cost-sensitive LoRA
+SFT of seed 0 (every team of each train item a row, weighted by its reward above the item's worst
+team's), composed with it into one adapter (``python -m lemon_train.compose``): the best of the
+learned policies on the test table (0.760 at 490 tier-priced tokens an item, its own 53
+included; on the fixed teams' hull, not above: it writes program-of-thought on large for 197 of
+the 200 items).
 Every file's SHA-256 is pinned here and checked before anything is loaded, so a modified or
 truncated copy is refused with the file it found wrong, not run.
 
@@ -31,12 +34,12 @@ MAX_BYTES = 20 * 1024 * 1024
 """The most the shipped directory may weigh (the package carries it)."""
 
 PINNED: dict[str, str] = {
-    "adapter_config.json": "f57f12b6d390376d10d1d4ca9ba004a2f9d51d664c2c07805faa492996fd0c82",
-    "adapter_model.safetensors": "2f409cf1bd71ae8ff6fe6d3ef933bb151a4ac54dfde298262fcdfbc2293a14f3",
+    "adapter_config.json": "c4448d344e5bf7bec4eb82e69cafdb0c71cb4f554af0f664aa3714502a0c4259",
+    "adapter_model.safetensors": "a9e62158b2fd162d209c2309b63bdbb38bdda4003ce8ea79a1860d24e88eca03",
     "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
-    "metrics.jsonl": "5a889916428c4cad0287a3777b78392539466b3f1dcb8cdecbe242b9c6fea843",
-    "policy.json": "c72966f7c4e66a4ab2fe446a49a21ae9a599a7fdad11e072c654d6d61540d9f9",
-    "tokenizer.json": "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4",
+    "metrics.jsonl": "9732a8f53fb46418b5a99887cd8bf7d5453eaed631990fa385a74c3b59c38d4a",
+    "policy.json": "a80ed385b8c0b015fe583b063bd86cf7b2daa0a100f0feb0f297f74975b6cbfa",
+    "tokenizer.json": "a8660be8c8667fc665df92d2f6595ac023120e3e886328e6597138d337e9259d",
     "tokenizer_config.json": "156c41a2e14e6e6bd4286c506c38ee883a78e0f5ce165ad9bf63fe73ebf9e974",
 }
 """File name -> SHA-256 of every file of the shipped version (all of them, nothing else)."""
