@@ -3,10 +3,10 @@
 TRL's transformers path (``GRPOTrainer._generate_single_turn``) left-pads the ``B × G`` prompt
 ids of a generation batch (each prompt repeated ``G`` times, once per sample of its group) and
 calls ``generate`` on all of them, so every prompt's prefill runs ``G`` times. On a CPU with the
-outcome tables answering the rollouts, that prefill is most of a step: measured on the SVAMP
-policy prompts (about 150 tokens, completions under 50, 4 tasks × 4 samples, one thread),
-prefilling the 16 rows took 8.3 s of a 14 s ``generate``, and prefilling the 4 distinct
-prompts 2.0 s.
+outcome tables answering the rollouts, sampling is most of a step and the prompts (about 150
+tokens) are most of what it reads. Prefilling each distinct prompt once makes sampling 1.44×
+[1.38, 1.49] faster on the SVAMP policy (4 tasks × 4 samples, one thread; ``lemon bench
+grpo-sampling``, benchmarks/results/policy-tables/grpo-step-time/).
 
 :func:`shared_prefix_generate` prefills each distinct prompt once (all but its last token, into
 a :class:`~transformers.DynamicCache`), gathers the cache rows to the batch's order
