@@ -4,8 +4,10 @@ TRL 1.16 scores a GRPO batch through its fused LM head (``add_fused_lm_head``): 
 Triton it projects only the positions with a label (the completions); elsewhere (CPU included) it
 projects **every** position, prompt too, "so tile shapes do not change between batches", and
 masks the prompt's results away. On the outcome tables' SVAMP prompts (about 150 tokens before
-a completion under 50) that is 4.4 × the needed head work: 7.6 s of a 19 s loss forward at
-4 tasks × 4 samples, one thread, and as much again in the backward pass.
+a completion under 50) that is 4.4 × the needed head work, in the forward and the backward
+pass; scoring the completions only makes the loss pass 2.31× [2.24, 2.38] faster there
+(4 tasks × 4 samples, one thread; ``lemon bench grpo-sampling``,
+benchmarks/results/policy-tables/grpo-step-time/).
 
 :func:`completion_logps` runs the model's own forward with ``logits_to_keep`` (the LM head on
 the last ``k + 1`` positions only) and takes the tempered log-softmax at the completion tokens,
