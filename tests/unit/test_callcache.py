@@ -55,6 +55,23 @@ def test_the_key_covers_model_decoding_prompt_prefill_and_constraint() -> None:
     assert request_key("m", _request()) == request_key("m", base)
 
 
+def test_a_constrained_key_names_the_code_that_applies_the_constraint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grammar's key hashes the grammar's module; the masks come from guided.py, whose
+    change must not serve answers decoded under the old masks (an unconstrained key stays)."""
+    from lemon.backends import guided
+
+    constrained = GenerationRequest(
+        (Message("user", "hi"),), Decoding(), constraint=LarkGrammar("start: A")
+    )
+    before = (request_key("m", constrained), request_key("m", _request()))
+    monkeypatch.setattr(guided, "guided_code", lambda: "another version")
+    after = (request_key("m", constrained), request_key("m", _request()))
+    assert after[0] != before[0]
+    assert after[1] == before[1]
+
+
 def test_cached_backend_answers_from_disk(tmp_path: Path) -> None:
     async def go() -> None:
         inner = ScriptedBackend(DIGEST)

@@ -16,7 +16,9 @@ The key is a SHA-256 over:
   endpoint: URL and served model name, which cannot prove its weights);
 - the decoding settings (max tokens, temperature, top-p, seed, stop strings);
 - the full request: every message's role and text, the assistant prefill, a raw prompt, and the
-  constraint's identity.
+  constraint's identity (its grammar's key, which hashes the grammar's code, and a hash of
+  :mod:`lemon.backends.guided`, the code that applies it to the tokens in process; an endpoint
+  applies the grammar itself, so there a change to that module only costs a miss).
 
 The first answer stored for a key wins, for every process: a writer that computed the same call
 at the same time gets the stored answer back from :meth:`PersistentCallCache.put`, so no two
@@ -50,6 +52,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lemon.backends import guided
 from lemon.backends.base import Backend, Generation, GenerationRequest
 
 __all__ = [
@@ -101,7 +104,9 @@ def cacheable(request: GenerationRequest) -> bool:
 
 
 def request_key(model: str, request: GenerationRequest) -> str:
-    constraint = request.constraint.key() if request.constraint is not None else None
+    constraint = (
+        [request.constraint.key(), guided.guided_code()] if request.constraint is not None else None
+    )
     payload = [
         "lemon-call/v1",
         model,

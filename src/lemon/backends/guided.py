@@ -33,6 +33,7 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lemon.backends.base import LarkGrammar
@@ -44,9 +45,19 @@ __all__ = [
     "LarkMatcher",
     "SpecMatcher",
     "guide_tokenizer",
+    "guided_code",
     "make_matcher",
     "require_llguidance",
 ]
+
+
+@functools.cache
+def guided_code() -> str:
+    """A hash of this module's source: the version of the code that applies a constraint to a
+    token stream in process (masks, line advances, lookahead), part of a constrained call's
+    cache key beside the grammar's own :meth:`~lemon.spec.grammar.SpecGrammar.key`, so a change
+    here never serves an answer decoded under the old masks."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def require_llguidance() -> Any:
