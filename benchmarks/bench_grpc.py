@@ -40,6 +40,10 @@ Also reported: ``rps`` (requests answered per second), ``lost`` (request ids nev
 first gives the cost without queueing (``one_client_p50_ms``). ghz (a generic load tool built
 through the Go module proxy) runs against the same server.
 
+``--run-journal`` serves with a run journal, as ``lemon cluster`` and the Helm chart run the
+service (each run's accepted, running and finished records committed to SQLite on the server's
+event loop before it goes on); ``run_journal`` in the result says which.
+
 Run: ``lemon bench grpc --json`` (``--out FILE`` also writes the JSON object to FILE).
 """
 
@@ -90,7 +94,9 @@ def _profile_file(directory: Path, latency: float) -> Path:
 
 
 class _Server:
-    def __init__(self, profiles: Path, *, concurrency: int, event_loop: str) -> None:
+    def __init__(
+        self, profiles: Path, *, concurrency: int, event_loop: str, journal: Path | None = None
+    ) -> None:
         self.port = _free_port()
         self.target = f"127.0.0.1:{self.port}"
         lemon = Path(sys.executable).with_name("lemon")
@@ -100,6 +106,7 @@ class _Server:
                 *("--profiles", str(profiles), "--max-concurrency", str(concurrency)),
                 *("--max-waiting", str(concurrency)),
                 *("--event-loop", event_loop),
+                *(() if journal is None else ("--run-journal", str(journal))),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -364,12 +371,21 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="lemon serve's --event-loop, and the floor server's (default auto: uvloop)",
     )
+    parser.add_argument(
+        "--run-journal",
+        action="store_true",
+        help="serve with a run journal (lemon serve --run-journal, in a temporary directory), "
+        "as lemon cluster and the Helm chart run the service: each run's three durable writes",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     args = parser.parse_args(argv)
     load_before = round(os.getloadavg()[0], 2)  # a shared machine: say how busy it was
     with tempfile.TemporaryDirectory() as tmp:
         profiles = _profile_file(Path(tmp), args.latency)
-        server = _Server(profiles, concurrency=args.clients, event_loop=args.event_loop)
+        journal = Path(tmp) / "runs.journal" if args.run_journal else None
+        server = _Server(
+            profiles, concurrency=args.clients, event_loop=args.event_loop, journal=journal
+        )
         try:
             asyncio.run(server.wait_ready())
             single = asyncio.run(_load(server.target, clients=1, per_client=args.single))
@@ -406,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         "clients": args.clients,
         "latency_s": args.latency,
         "event_loop": event_loop_name(args.event_loop),
+        "run_journal": args.run_journal,
         **load,
         **engine,
         "rps_vs_engine_only": round(load["rps"] / engine["engine_only_rps"], 3),
