@@ -40,9 +40,12 @@ Also reported: ``rps`` (requests answered per second), ``lost`` (request ids nev
 first gives the cost without queueing (``one_client_p50_ms``). ghz (a generic load tool built
 through the Go module proxy) runs against the same server.
 
-``--run-journal`` serves with a run journal, as ``lemon cluster`` and the Helm chart run the
-service (each run's accepted, running and finished records committed to SQLite on the server's
-event loop before it goes on); ``run_journal`` in the result says which.
+``--rpc submit`` sends each request as a SubmitRun that waits for its result, with a new run
+id (the path of a LemonRun: the run store, and the journal when there is one; Orchestrate
+touches neither). ``--run-journal`` serves with a run journal, as ``lemon cluster`` and the Helm
+chart run the service (each run's accepted, running and finished records committed to SQLite
+on the server's event loop before it goes on). ``rpc`` and ``run_journal`` in the result say
+which; the floor and ghz call Orchestrate either way.
 
 Run: ``lemon bench grpc --json`` (``--out FILE`` also writes the JSON object to FILE).
 """
@@ -100,6 +103,9 @@ class _Server:
         self.port = _free_port()
         self.target = f"127.0.0.1:{self.port}"
         lemon = Path(sys.executable).with_name("lemon")
+        # a file, not a pipe nobody reads: the run store logs each run's phases, and a full
+        # pipe (64 KiB, a few hundred SubmitRuns) would stop the server mid-benchmark
+        self.log = (profiles.parent / f"serve-{self.port}.log").open("w+", encoding="utf-8")
         self.process = subprocess.Popen(
             [
                 *(str(lemon), "serve", "--port", str(self.port), "--profile", "bench"),
@@ -109,7 +115,7 @@ class _Server:
                 *(() if journal is None else ("--run-journal", str(journal))),
             ],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
             text=True,
         )
 
@@ -119,7 +125,8 @@ class _Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"lemon serve exited: {self.process.stderr.read()}")  # type: ignore[union-attr]
+                self.log.seek(0)
+                raise RuntimeError(f"lemon serve exited: {self.log.read()[-2000:]}")
             try:
                 async with LemonClient(ClientConfig(target=self.target)) as client:
                     if await client.health(timeout=2) == "SERVING":
@@ -136,15 +143,40 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.close()
 
 
-async def _load(target: str, *, clients: int, per_client: int, warmup: int = 1) -> dict[str, Any]:
+async def _load(
+    target: str,
+    *,
+    clients: int,
+    per_client: int,
+    warmup: int = 1,
+    rpc: str = "orchestrate",
+    tag: str = "",
+) -> dict[str, Any]:
     """``clients`` clients (one channel each) send ``warmup`` + ``per_client`` requests each,
     back to back. The percentiles and ``rps`` are over the ``per_client`` requests after each
     client's warm-up (its first call opens its channel, and all the clients' first calls
     arrive at once); ``cold_p99_ms`` is over every request, the warm-ups included. ``rps``:
-    every answered request over the whole phase."""
+    every answered request over the whole phase. ``rpc``: ``orchestrate`` (one Orchestrate a
+    request) or ``submit`` (one SubmitRun with ``wait_s``, the operator's durable path: a new
+    run id a request, answered finished); ``tag`` prefixes the request ids (run ids must be new
+    in each phase)."""
     from lemon_api.client import ClientConfig, LemonClient
+    from lemon_api.v1 import orchestrator_pb2 as pb
+
+    async def call(client: LemonClient, request_id: str) -> Any:
+        if rpc == "orchestrate":
+            return await client.orchestrate(TASK, request_id=request_id, timeout=60)
+        state = await client.submit_run(
+            pb.SubmitRunRequest(run_id=request_id, task=TASK, wait_s=55), timeout=60
+        )
+        if not state.created or state.phase != pb.RunState.SUCCEEDED:
+            raise RuntimeError(f"run {request_id}: created {state.created}, phase {state.phase}")
+        return pb.RunResponse(
+            request_id=state.run_id, status=state.result.status, wall_s=state.result.wall_s
+        )
 
     overhead: list[float] = []
     cold: list[float] = []
@@ -157,10 +189,10 @@ async def _load(target: str, *, clients: int, per_client: int, warmup: int = 1) 
         nonlocal mismatched, errors
         async with LemonClient(ClientConfig(target=target)) as client:
             for i in range(warmup + per_client):
-                request_id = f"c{number}-r{i}"
+                request_id = f"{tag}c{number}-r{i}"
                 started = time.perf_counter()
                 try:
-                    response = await client.orchestrate(TASK, request_id=request_id, timeout=60)
+                    response = await call(client, request_id)
                 except Exception:
                     errors += 1
                     continue
@@ -176,12 +208,12 @@ async def _load(target: str, *, clients: int, per_client: int, warmup: int = 1) 
                 overhead.append(took - response.wall_s)
 
     async with LemonClient(ClientConfig(target=target)) as warm:  # connections, imports
-        for _ in range(5):
-            await warm.orchestrate(TASK)
+        for i in range(5):
+            await call(warm, f"{tag}warm-{i}")
     started = time.perf_counter()
     await asyncio.gather(*(client_loop(n) for n in range(clients)))
     wall = time.perf_counter() - started
-    sent = {f"c{n}-r{i}" for n in range(clients) for i in range(warmup + per_client)}
+    sent = {f"{tag}c{n}-r{i}" for n in range(clients) for i in range(warmup + per_client)}
     return {
         "requests": clients * per_client,
         "requests_sent": len(sent),
@@ -372,6 +404,14 @@ def main(argv: list[str] | None = None) -> int:
         help="lemon serve's --event-loop, and the floor server's (default auto: uvloop)",
     )
     parser.add_argument(
+        "--rpc",
+        choices=("orchestrate", "submit"),
+        default="orchestrate",
+        help="what each request calls: Orchestrate (default), or SubmitRun waiting for the "
+        "result (a new run id a request: the run store, and with --run-journal the journal, "
+        "which Orchestrate does not touch); the floor and ghz call Orchestrate either way",
+    )
+    parser.add_argument(
         "--run-journal",
         action="store_true",
         help="serve with a run journal (lemon serve --run-journal, in a temporary directory), "
@@ -388,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             asyncio.run(server.wait_ready())
-            single = asyncio.run(_load(server.target, clients=1, per_client=args.single))
+            single = asyncio.run(
+                _load(server.target, clients=1, per_client=args.single, rpc=args.rpc, tag="one-")
+            )
             cpu = _cpu_s(server.process.pid)
             load = asyncio.run(
                 _load(
@@ -396,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
                     clients=args.clients,
                     per_client=args.per_client,
                     warmup=args.warmup,
+                    rpc=args.rpc,
                 )
             )
             server_cpu = _cpu_s(server.process.pid) - cpu
@@ -422,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         "clients": args.clients,
         "latency_s": args.latency,
         "event_loop": event_loop_name(args.event_loop),
+        "rpc": args.rpc,
         "run_journal": args.run_journal,
         **load,
         **engine,
