@@ -6,6 +6,7 @@ so "executed once" is counted where the calls land."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,3 +131,50 @@ def test_a_second_server_on_the_same_journal_is_refused(
     assert f"runs.sqlite is in use by lemon serve (pid {journaled.process.pid})" in message
     assert "Traceback" not in message
     assert call(journaled.target, lambda c: c.health()) == "SERVING"  # the first one serves on
+
+
+def test_finished_runs_expire_oldest_first_by_count_and_by_age_and_stay_gone_after_a_restart(
+    tmp_path: Path, service_logs: Path
+) -> None:
+    """--max-runs 3: a fourth run makes the oldest finished one go (never a running one);
+    --run-retention-s: runs finished longer ago go at the next submit; the journal forgets
+    what went, so a restarted server does not answer it again."""
+    journal = str(tmp_path / "runs.sqlite")
+    server = ServeProcess(
+        "--profile", "scripted", "--max-runs", "3", "--run-retention-s", "4",
+        "--run-journal", journal, log_dir=service_logs,
+    )  # fmt: skip
+    try:
+        target = server.target
+
+        def run(run_id: str) -> None:
+            request = submit(run_id, spec=ONE, wait_s=30)
+            state = call(target, lambda c: c.submit_run(request))
+            assert (state.created, state.phase) == (True, pb.RunState.SUCCEEDED)
+
+        def answers(run_id: str) -> bool:
+            try:
+                call(target, lambda c: c.get_run(run_id))
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                return False
+            return True
+
+        def known() -> set[str]:
+            return {run_id for run_id in (f"e{i}" for i in range(6)) if answers(run_id)}
+
+        for run_id in ("e0", "e1", "e2", "e3", "e4"):
+            run(run_id)
+        assert known() == {"e2", "e3", "e4"}
+        server.restart()  # the journal holds exactly the runs kept
+        assert known() == {"e2", "e3", "e4"}
+        assert call(target, lambda c: c.get_run("e4")).phase == pb.RunState.SUCCEEDED
+        time.sleep(4.5)  # every run finished more than 4 s ago
+        run("e5")
+        assert known() == {"e5"}
+        server.restart()
+        assert known() == {"e5"}
+        assert starts(server, "e0") == 1
+    finally:
+        server.stop()
