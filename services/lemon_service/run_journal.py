@@ -15,13 +15,7 @@ each before the server goes on:
 3. **finished**: phase, error, failure kind, the response (``lemon.v1.RunResponse``, serialized)
    and the bounded trace, so ``GetRun`` answers a restarted server as it did before.
 
-Writes are group-committed: each is queued, and the writes queued in one turn of the event loop
-commit in one transaction at the end of it (:meth:`RunJournal.flush`), each caller awaiting its
-own. Under load, that shares one commit between the runs of a turn, where a commit each cost a
-third of the server's CPU per run (``benchmarks/results/grpc-cpu/submit/``). A server reading its
-journal back queues its writes the same way and flushes them before it serves.
-
-Durability: each transaction is committed (``synchronous=NORMAL`` in WAL mode), which
+Durability: each write is a committed transaction (``synchronous=NORMAL`` in WAL mode), which
 survives the process being killed (SIGKILL, OOM, a container restart): the kernel holds the
 write. A power loss of the machine may lose the last transactions; ``durable=True``
 (``synchronous=FULL``) closes that, at an fsync per write. On Kubernetes the file must live on a
@@ -30,7 +24,6 @@ volume that outlives the container (the Helm chart mounts one: ``service.runJour
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import sqlite3
@@ -88,7 +81,6 @@ class RunJournal:
 
     def __init__(self, path: Path, *, durable: bool = False) -> None:
         self.path = path
-        self._group: list[tuple[str, Sequence[object], asyncio.Future[None]]] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._lock: IO[str] | None = self._take_lock(path)
@@ -126,62 +118,23 @@ class RunJournal:
         lock.flush()
         return lock
 
-    def _queue(self, sql: str, params: Sequence[object]) -> asyncio.Future[None]:
-        """Queue one write for this loop turn's transaction; the future resolves once it is
-        committed (or fails with :class:`JournalError`). A queued write is committed even if
-        nobody awaits it any more (a cancelled caller): await it through
-        :func:`asyncio.shield`."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        if not self._group:
-            loop.call_soon(self.flush)
-        self._group.append((sql, params, future))
-        return future
-
-    def flush(self) -> None:
-        """Commit the queued writes now, in one transaction (a group commit: under load the
-        runs of one loop turn share it). When the transaction fails, each write is tried
-        alone, so one bad write fails only its own future."""
-        group, self._group = self._group, []
-        if not group:
-            return
-        outcomes: list[JournalError | None]
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            for sql, params, _ in group:
-                self._db.execute(sql, params)
-            self._db.execute("COMMIT")
-            outcomes = [None] * len(group)
-        except sqlite3.Error:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            outcomes = [self._write_alone(sql, params) for sql, params, _ in group]
-        for (_, _, future), outcome in zip(group, outcomes, strict=True):
-            if future.done():  # its caller was cancelled; the write stands
-                continue
-            if outcome is None:
-                future.set_result(None)
-            else:
-                future.set_exception(outcome)
-
-    def _write_alone(self, sql: str, params: Sequence[object]) -> JournalError | None:
+    def _write(self, sql: str, params: Sequence[object]) -> None:
         try:
             self._db.execute(sql, params)
         except sqlite3.Error as exc:
-            return JournalError(f"run journal {self.path}: cannot write: {exc}")
-        return None
+            raise JournalError(f"run journal {self.path}: cannot write: {exc}") from None
 
     def accepted(
         self, run_id: str, *, source: str, fingerprint: bytes, request: bytes, at: float
-    ) -> asyncio.Future[None]:
-        return self._queue(
+    ) -> None:
+        self._write(
             "INSERT INTO runs (run_id, source, fingerprint, request, phase, accepted_at) "
             "VALUES (?, ?, ?, ?, 'queued', ?)",
             (run_id, source, fingerprint, request, at),
         )
 
-    def running(self, run_id: str) -> asyncio.Future[None]:
-        return self._queue("UPDATE runs SET phase = 'running' WHERE run_id = ?", (run_id,))
+    def running(self, run_id: str) -> None:
+        self._write("UPDATE runs SET phase = 'running' WHERE run_id = ?", (run_id,))
 
     def finished(
         self,
@@ -192,16 +145,21 @@ class RunJournal:
         failure: str | None,
         response: bytes,
         trace: Iterable[str],
-    ) -> asyncio.Future[None]:
-        return self._queue(
+    ) -> None:
+        self._write(
             "UPDATE runs SET phase = ?, finished_at = ?, error = ?, failure = ?, response = ?, "
             "trace = ? WHERE run_id = ?",
             (phase, time.time(), error, failure, response, "\n".join(trace), run_id),
         )
 
-    def forget(self, run_ids: Iterable[str]) -> list[asyncio.Future[None]]:
+    def forget(self, run_ids: Iterable[str]) -> None:
         """Drop runs the server no longer keeps (expired)."""
-        return [self._queue("DELETE FROM runs WHERE run_id = ?", (run_id,)) for run_id in run_ids]
+        ids = [(run_id,) for run_id in run_ids]
+        if ids:
+            try:
+                self._db.executemany("DELETE FROM runs WHERE run_id = ?", ids)
+            except sqlite3.Error as exc:
+                raise JournalError(f"run journal {self.path}: cannot write: {exc}") from None
 
     def entries(self) -> list[JournalEntry]:
         """Every run the journal holds, oldest accepted first."""
@@ -230,8 +188,6 @@ class RunJournal:
         ]
 
     def close(self) -> None:
-        """Commit what is queued, then close the file and release the lock."""
-        self.flush()
         self._db.close()
         if self._lock is not None:
             self._lock.close()  # releases the lock

@@ -28,7 +28,6 @@ finds its run gone (NOT_FOUND) must not assume it never ran. Either way, finishe
 from __future__ import annotations
 
 import asyncio
-import functools
 import heapq
 import itertools
 import json
@@ -131,8 +130,6 @@ class RunRecord:
     """A run read back from the journal: its trace's JSONL lines, as bounded when it finished."""
     on_finish: Callable[[RunRecord], None] | None = None
     """Called once the run finished (the store's expiry queue)."""
-    accepting: asyncio.Future[None] | None = None
-    """With a journal: the run's accepted write, until it committed (the run starts then)."""
 
     def finish(
         self, phase: RunPhase, *, error: str = "", failure: FailureKind | None = None
@@ -198,19 +195,6 @@ def bound_lines(lines: Sequence[str], *, max_bytes: int) -> list[str]:
     return [*kept, json.dumps(encode_event(truncated)), *tail]
 
 
-def _logged(write: asyncio.Future[None] | None, record: RunRecord | None) -> None:
-    """Log a journal write's failure when it lands (a write nobody awaits)."""
-
-    def done(future: asyncio.Future[None]) -> None:
-        if future.cancelled() or future.exception() is None:
-            return
-        where = f"run {record.run_id} ({record.source}): " if record is not None else ""
-        log.error("%s%s", where, future.exception())
-
-    if write is not None:
-        write.add_done_callback(done)
-
-
 ResponseEncoder = Callable[[RunRecord], bytes]
 """A finished run's ``lemon.v1.RunResponse`` as bytes (:func:`lemon_service.convert`)."""
 SubmissionDecoder = Callable[[bytes], Submission]
@@ -244,18 +228,14 @@ class RunStore:
         self._order = itertools.count()
         self._closing = False
 
-    async def submit(self, submission: Submission) -> tuple[RunRecord, bool]:
-        """The run with this id, started now if new; ``True`` when this call created it. With a
-        journal, it answers once the run is on disk (its accepted write committed), a second
-        submit of a run still being written included."""
+    def submit(self, submission: Submission) -> tuple[RunRecord, bool]:
+        """The run with this id, started now if new; ``True`` when this call created it."""
         known = self._runs.get(submission.run_id)
         if known is not None:
             if known.fingerprint != submission.fingerprint:
                 raise RunConflict(
                     f"run {submission.run_id} was submitted before with a different request"
                 )
-            if known.accepting is not None:
-                await self._accepted(known)
             log.info("run %s (%s): submitted again, %s", known.run_id, known.source, known.phase)
             return known, False
         self._expire()
@@ -263,48 +243,21 @@ class RunStore:
             raise LimitExceeded(f"server holds {len(self._runs)} runs (limit {self.max_runs})")
         ticket = self.dispatcher.admission.admit()  # LimitExceeded: nothing recorded
         record = RunRecord(submission.run_id, submission.source, submission.fingerprint)
-        self._runs[record.run_id] = record
-        record.on_finish = self._finished
-        if self.journal is None:
-            self._start(record, submission, ticket)
-        else:  # on disk before the answer leaves: a run the journal lacks was never accepted
-            record.accepting = self.journal.accepted(
-                record.run_id,
-                source=record.source,
-                fingerprint=record.fingerprint,
-                request=submission.wire,
-                at=time.time(),
-            )
-            # started (or dropped) by the write's outcome, even if this caller goes away
-            record.accepting.add_done_callback(
-                functools.partial(self._on_accepted, record, submission, ticket)
-            )
-            await self._accepted(record)
+        if self.journal is not None:
+            try:  # on disk before the answer leaves: a run the journal lacks was never accepted
+                self.journal.accepted(
+                    record.run_id,
+                    source=record.source,
+                    fingerprint=record.fingerprint,
+                    request=submission.wire,
+                    at=time.time(),
+                )
+            except JournalError as exc:
+                ticket.close()
+                raise JournalUnavailable(str(exc)) from None
+        self._start(record, submission, ticket)
         log.info("run %s (%s): accepted", record.run_id, record.source)
         return record, True
-
-    def _on_accepted(
-        self,
-        record: RunRecord,
-        submission: Submission,
-        ticket: Ticket,
-        write: asyncio.Future[None],
-    ) -> None:
-        if not write.cancelled() and write.exception() is None:
-            self._start(record, submission, ticket)
-            record.accepting = None
-            return
-        ticket.close()
-        if self._runs.get(record.run_id) is record:
-            del self._runs[record.run_id]
-
-    async def _accepted(self, record: RunRecord) -> None:
-        """Wait for ``record``'s accepted write (shielded: other callers share it)."""
-        assert record.accepting is not None
-        try:
-            await asyncio.shield(record.accepting)
-        except JournalError as exc:
-            raise JournalUnavailable(str(exc)) from None
 
     def _finished(self, record: RunRecord) -> None:
         assert record.finished is not None
@@ -338,10 +291,9 @@ class RunStore:
             else:
                 counts["interrupted"] += 1
                 record.finish(RunPhase.FAILED, error=INTERRUPTED, failure=FailureKind.INTERRUPTED)
-                _logged(self._journal_finish(record), record)
+                self._journal_finish(record)
                 log.info("run %s (%s): %s", record.run_id, record.source, INTERRUPTED)
         self._expire(incoming=0)
-        self.journal.flush()  # before serving: what a client reads next is on disk
         return counts
 
     def _resume(self, record: RunRecord, entry: JournalEntry, decode: SubmissionDecoder) -> None:
@@ -355,64 +307,56 @@ class RunStore:
                 error=f"accepted before a restart, cannot start after it: {code.name}: {message}",
                 failure=exception_failure(exc),
             )
-            _logged(self._journal_finish(record), record)
+            self._journal_finish(record)
             return
         log.info("run %s (%s): accepted before a restart, starting", record.run_id, record.source)
         self._start(record, submission, ticket)
 
-    def _journal_finish(
-        self,
-        record: RunRecord,
-        outcome: tuple[RunPhase, str, FailureKind | None] | None = None,
-    ) -> asyncio.Future[None] | None:
-        """Queue the run's finished write: ``outcome`` (phase, error, failure kind), else the
-        record's own; None without a journal."""
+    def _journal_finish(self, record: RunRecord) -> None:
         if self.journal is None:
-            return None
-        phase, error, failure = outcome or (record.phase, record.error, record.failure)
+            return
         response = record.response
         if record.result is not None and self._encode is not None:
             response = self._encode(record)
         trace = record.stored_trace or bounded_trace(
             record.trace.events, max_bytes=DEFAULT_TRACE_BYTES
         )
-        return self.journal.finished(
-            record.run_id,
-            phase=phase.value,
-            error=error,
-            failure=failure.value if failure is not None else None,
-            response=response,
-            trace=trace,
-        )
+        try:
+            self.journal.finished(
+                record.run_id,
+                phase=record.phase.value,
+                error=record.error,
+                failure=record.failure.value if record.failure is not None else None,
+                response=response,
+                trace=trace,
+            )
+        except JournalError as exc:  # the run itself is done; its reader sees it until restart
+            log.error("run %s (%s): %s", record.run_id, record.source, exc)
 
     async def _execute(self, record: RunRecord, submission: Submission, ticket: Ticket) -> None:
-        outcome: tuple[RunPhase, str, FailureKind | None]
         try:
             async with ticket:
-                # running before its write is queued: a server stopping from here on cancels
-                # the run (its write may land) rather than leaving it queued
-                record.phase = RunPhase.RUNNING
                 if self.journal is not None:  # before the first call: queued means untouched
-                    await asyncio.shield(self.journal.running(record.run_id))
+                    self.journal.running(record.run_id)
+                record.phase = RunPhase.RUNNING
                 log.info("run %s (%s): started", record.run_id, record.source)
                 result = await self._run(record, submission)
             record.result = result
             if result.status == RunStatus.SUCCEEDED:
-                outcome = (RunPhase.SUCCEEDED, "", None)
+                record.finish(RunPhase.SUCCEEDED)
             else:
-                outcome = (RunPhase.FAILED, _failure(result), result.failure)
+                record.finish(RunPhase.FAILED, error=_failure(result), failure=result.failure)
         except asyncio.CancelledError:
             ticket.close()
             # the server stopping (not CancelRun) before the run started: it stays queued in
             # the journal, for the next server to start
             left_queued = self._closing and record.phase is RunPhase.QUEUED and not record.error
-            outcome = (
+            record.finish(
                 RunPhase.CANCELLED,
-                record.error or "cancelled: the server stopped",
-                FailureKind.CANCELLED,
+                error=record.error or "cancelled: the server stopped",
+                failure=FailureKind.CANCELLED,
             )
             if left_queued and self.journal is not None:
-                record.finish(outcome[0], error=outcome[1], failure=outcome[2])
                 log.info(
                     "run %s (%s): left queued for the next server", record.run_id, record.source
                 )
@@ -420,15 +364,10 @@ class RunStore:
         except Exception as exc:
             ticket.close()
             code, message = status_for(exc)
-            outcome = (RunPhase.FAILED, f"{code.name}: {message}", exception_failure(exc))
-        try:  # on disk before a waiter is told: what it reads, a restarted server answers too
-            write = self._journal_finish(record, outcome)
-            if write is not None:
-                await asyncio.shield(write)
-        except JournalError as exc:  # the run itself is done; its reader sees it until restart
-            log.error("run %s (%s): %s", record.run_id, record.source, exc)
-        finally:
-            record.finish(outcome[0], error=outcome[1], failure=outcome[2])
+            record.finish(
+                RunPhase.FAILED, error=f"{code.name}: {message}", failure=exception_failure(exc)
+            )
+        self._journal_finish(record)
         log.info("run %s (%s): %s %s", record.run_id, record.source, record.phase, record.error)
 
     async def _run(self, record: RunRecord, submission: Submission) -> TaskRun:
@@ -469,8 +408,10 @@ class RunStore:
             gone.append(record.run_id)
             excess -= 1
         if self.journal is not None and gone:
-            for write in self.journal.forget(gone):
-                _logged(write, None)
+            try:
+                self.journal.forget(gone)
+            except JournalError as exc:
+                log.error("%s", exc)
 
     def records(self) -> list[RunRecord]:
         """Every run kept now (the web view lists them; read from its HTTP threads)."""

@@ -135,7 +135,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
     ) -> pb.RunState:
         try:
             submission = convert.submission(request, dispatcher=self.dispatcher)
-            record, created = await self.runs.submit(submission)
+            record, created = self.runs.submit(submission)
             if request.wait_s > 0:
                 record = await self.runs.wait(record.run_id, wait_s=request.wait_s)
         except Exception as exc:
