@@ -71,7 +71,7 @@ def _write(path: Path, data: dict[str, Any], comment: str) -> None:
 def configs(bench: str) -> list[Path]:
     spec = EXPERIMENTS[bench]
     out = RESULTS / bench
-    table = f"benchmarks/results/tables/{bench}-train"
+    table = f"tables/{bench}-train"
     written = []
     for seed in SEEDS:
         sft = {

@@ -1,6 +1,6 @@
 """Paired comparisons of two teams of one outcome table, item by item:
 
-    python benchmarks/table_pairs.py benchmarks/results/tables/mmlu-test quick-large expert-large
+    python benchmarks/table_pairs.py tables/mmlu-test quick-large expert-large
 
 Pairs are ``A B`` arguments (A minus B). For each pair: the items both answered, the accuracy
 difference with its 95% paired bootstrap interval (2,000 resamples, seed 0), the tier-priced cost

@@ -113,7 +113,7 @@ def test_eval_usage_errors(tmp_path: Path) -> None:
     columns = run_lemon("eval", "--benchmark", "svamp", "--policy", "x", "--policy-columns", "a")
     assert columns.returncode == 2
     assert "--policy-columns needs --policy and --table" in columns.stderr
-    table = "benchmarks/results/tables/svamp-test"
+    table = "tables/svamp-test"
     unknown = run_lemon(
         *("eval", "--table", table, "--max-tokens", "300", "--policy", "packaged"),
         *("--policy-columns", "single-small,no-such-team", "--out", str(tmp_path)),

@@ -279,7 +279,7 @@ def test_a_generation_that_cannot_work_is_refused_with_its_field(
 @pytest.mark.parametrize(
     ("data", "live", "message"),
     [
-        ("table:benchmarks/results/tables/svamp-train", True, "needs hyperparameters.live_calls"),
+        ("table:tables/svamp-train", True, "needs hyperparameters.live_calls"),
         ("benchmark:gsm8k", False, "needs table: or synthetic data"),
     ],
 )

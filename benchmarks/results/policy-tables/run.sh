@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 bench=$1; shift
 out=benchmarks/results/policy-tables/$bench
-tables=benchmarks/results/tables
+tables=tables
 if [ -n "${LEMON_CODE:-}" ]; then
   export PYTHONPATH="$LEMON_CODE/src:$LEMON_CODE/operator:$LEMON_CODE/services:$LEMON_CODE/training_jobs"
 fi

@@ -1,6 +1,6 @@
 """The best fixed team per task kind, read from the project's own outcome tables.
 
-``fixed_teams.json`` (beside this module; generated from ``benchmarks/results/tables/`` by
+``fixed_teams.json`` (beside this module; generated from ``tables/`` by
 ``python -m lemon.generate`` through :func:`lemon.tables.choice.choose_fixed_teams`, never
 edited by hand) names, for each task kind, the candidate team
 with the best mean R_orch on that kind's train table (:mod:`lemon.tables`: the default reward
@@ -27,7 +27,7 @@ from lemon.tasks import TaskKind, classify_task
 __all__ = ["FALLBACK", "FIXED_TEAMS", "KIND_TABLES", "TABLES", "BestTeamPolicy", "best_teams"]
 
 FIXED_TEAMS = Path(__file__).with_name("fixed_teams.json")
-TABLES = Path("benchmarks/results/tables")
+TABLES = Path("tables")
 """Where ``python -m lemon.generate`` reads the train tables (relative to the repository)."""
 KIND_TABLES = {TaskKind.MATH: "svamp-train", TaskKind.MULTIPLE_CHOICE: "mmlu-train"}
 """The train table each task kind's team is chosen on."""

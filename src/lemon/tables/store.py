@@ -1,6 +1,6 @@
 """An outcome table on disk: every (item, team) outcome, and every worker call behind them.
 
-A table is a directory (``benchmarks/results/tables/<name>/``) of three files:
+A table is a directory (``tables/<name>/``) of three files:
 
 - ``table.json``: what the table is: ``benchmark``, ``split``, the ordered item ids, the teams
   (name → description, decoding, spec), the worker settings (tokens per agent, deadline), the

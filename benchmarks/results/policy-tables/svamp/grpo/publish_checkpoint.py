@@ -48,7 +48,7 @@ meta = PolicyMetadata(
     base_model=str(root / f"svamp-{sft}"),
     adapter=True,
     prompt_format="lemon-policy-prompt/v2",
-    data_sha256=file_sha256("benchmarks/results/tables/svamp-train/cells.jsonl"),
+    data_sha256=file_sha256("tables/svamp-train/cells.jsonl"),
     parent=f"svamp-tables@{sft}",
     metrics={
         "steps": state["global_step"],

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fill the shipped outcome tables piece by piece, niced, committing each finished piece.
 #
-#   bash benchmarks/results/tables/build.sh [PLAN]     (default PLAN: plan.txt beside this file)
+#   bash tables/build.sh [PLAN]     (default PLAN: plan.txt beside this file)
 #
 # Each line of the plan is `DIR BENCHMARK SPLIT LIMIT TEAM,TEAM,...` (DIR under this folder).
 # A line is one `lemon table build`: it runs only the cells its table lacks, so the script can
@@ -9,7 +9,7 @@
 # files) before the next starts. LEMON_TABLE_NO_COMMIT=1 builds without committing.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../../.." && pwd)"
+root="$(cd "$here/.." && pwd)"
 plan="${1:-$here/plan.txt}"
 cd "$root"
 # LEMON_CODE: a checkout whose code builds the tables (e.g. a git worktree at a fixed commit),
