@@ -194,7 +194,7 @@ async def run_task(
     )
     options = options or ExecutionOptions()
     if options.prefill is None:
-        options = replace(options, prefill=prefills(plan.kind))
+        options = replace(options, prefill=prefills(plan.kind, task))
     owned = tiers is None
     if tiers is None:
         assert profile is not None  # exactly one of the two: checked above

@@ -22,6 +22,7 @@ from lemon.data.items import ChoiceItem, CodeItem, Item, NumericItem
 __all__ = [
     "COMPUTE_PREFILL",
     "TaskKind",
+    "choice_options",
     "classify_task",
     "item_prefills",
     "prefills",
@@ -56,14 +57,42 @@ def classify_task(task: str) -> TaskKind:
     return TaskKind.GENERAL
 
 
-def prefills(kind: TaskKind) -> dict[str, str]:
-    """Assistant prefills per role for a task kind (programmers compute on maths tasks)."""
-    return {"programmer": COMPUTE_PREFILL} if kind is TaskKind.MATH else {}
+_CHOICE_LINE = re.compile(r"(?m)^\s*\(([A-J])\)\s*(.*?)\s*$")
+
+
+def choice_options(task: str) -> list[tuple[str, str]]:
+    """The lettered options of a multiple-choice task, as :func:`task_text` writes them (one
+    ``(A) text`` line each after ``Answer Choices:``); empty when the task has none."""
+    _, marker, rest = task.rpartition("Answer Choices:")
+    if not marker:
+        return []
+    return [(m.group(1), m.group(2)) for m in _CHOICE_LINE.finditer(rest)]
+
+
+def _numeric_choices(task: str) -> bool:
+    """Most options are numbers (AQuA): a program can compute the answer and pick the nearest."""
+    options = choice_options(task)
+    numeric = sum(bool(re.match(r"\s*[-−$€£₹]?\s*(?:rs\.?\s*)?\.?\d", t, re.I)) for _, t in options)
+    return len(options) >= 3 and numeric * 2 > len(options)
+
+
+def prefills(kind: TaskKind, task: str = "") -> dict[str, str]:
+    """Assistant prefills per role for a task kind: programmers compute on maths tasks, and on
+    multiple-choice tasks whose options are mostly numbers (``task`` tells)."""
+    computes = kind is TaskKind.MATH or (
+        kind is TaskKind.MULTIPLE_CHOICE and _numeric_choices(task)
+    )
+    return {"programmer": COMPUTE_PREFILL} if computes else {}
 
 
 def item_prefills(item: Item) -> dict[str, str]:
-    """The prefills for a benchmark item, by its answer type (a numeric answer: maths)."""
-    return prefills(TaskKind.MATH) if isinstance(item, NumericItem) else {}
+    """The prefills for a benchmark item: a numeric answer computes; so does a choice among
+    mostly numeric options (AQuA)."""
+    if isinstance(item, NumericItem):
+        return prefills(TaskKind.MATH)
+    if isinstance(item, ChoiceItem):
+        return prefills(TaskKind.MULTIPLE_CHOICE, task_text(item))
+    return {}
 
 
 def task_text(item: Item) -> str:

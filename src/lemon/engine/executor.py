@@ -306,7 +306,7 @@ class _Run:
 
     async def _run_tool(self, agent: Agent, result: AgentResult) -> None:
         """A tool role's work: no model call, zero tokens, the time counted."""
-        from lemon.engine.tools import run_python_tool
+        from lemon.engine.toolbox import run_tool
 
         inputs = [self.results[dep].output for dep in agent.depends_on]
         key: CacheKey = (agent.name, result.model, tuple(inputs))
@@ -318,9 +318,9 @@ class _Run:
             started = time.perf_counter()
             tool = self.roles[agent.role].tool or "tool"
             outcome = await (
-                self.spans.tool(result, tool, lambda: run_python_tool(inputs))
+                self.spans.tool(result, tool, lambda: run_tool(tool, inputs, task=self.task))
                 if self.spans is not None
-                else run_python_tool(inputs)
+                else run_tool(tool, inputs, task=self.task)
             )
             result.latency_s = time.perf_counter() - started
         if not outcome.ok:  # the tool itself could not run: the machine, not the team

@@ -1,11 +1,21 @@
 """Tool roles: agents whose work is done by a tool instead of a model.
 
-``python`` (the ``python_executor`` role) takes the code written by the agents it depends on
-(the last fenced code block of the last dependency that wrote one, else that dependency's whole
-output), runs it in the same sandbox HumanEval uses, and returns what it printed, or the error.
-A program that defines ``answer`` but prints nothing gets ``print(answer)`` appended, which is
-what a prefilled ``answer = `` from a small model usually needs. No model call: zero tokens;
-the time is counted.
+No tool makes a model call: zero tokens; the time is counted. Each is deterministic, so a team
+that ends in one is answered the same way every time its inputs are the same.
+
+- ``python`` (the ``python_executor`` role) takes the code written by the agents it depends on
+  (the last fenced code block of the last dependency that wrote one, else that dependency's
+  whole output), runs it in the same sandbox HumanEval uses, and returns what it printed, or
+  the error. A program that defines ``answer`` but prints nothing gets ``print(answer)``
+  appended, which is what a prefilled ``answer = `` from a small model usually needs.
+The other tools live beside this module and :mod:`lemon.engine.toolbox` dispatches by name:
+
+- ``vote`` (the ``voter`` role): :mod:`lemon.engine.voting`, the majority over the answers its
+  dependencies state, ties to the first-named.
+- ``nearest_option`` (the ``option_picker`` role): :mod:`lemon.engine.voting`, the option whose
+  number is nearest the number its dependency computed (program of thought on multiple choice).
+- ``examples`` (the ``example_runner`` role): :mod:`lemon.engine.examples`, runs its
+  dependency's code on the examples the task's own docstring gives, and reports each failure.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ questions, which the table cannot answer).
 The catalogue (:data:`COLUMNS`):
 
 - ``single-small``, ``single-medium``, ``single-large``: one solver on each tier;
-- ``pot-medium``, ``pot-large``: program of thought, a programmer whose program the
+- ``pot-small``, ``pot-medium``, ``pot-large``: program of thought, a programmer whose program the
   ``python_executor`` runs in the sandbox (maths only);
 - ``sample-medium-1`` .. ``sample-medium-5``: one medium solver sampled at temperature 0.7
   with seeds 1..5 (self-consistency and the cascade vote over them);
@@ -18,7 +18,18 @@ The catalogue (:data:`COLUMNS`):
 - ``plan-medium-medium``: a medium planner, then a medium solver reading the plan;
 - ``expert-small`` .. ``expert-large`` and ``quick-small`` .. ``quick-large``: one
   ``knowledge_expert`` (the relevant facts, then the letter) or one ``quick_expert`` (the
-  letter after one sentence) per tier: the two multiple-choice answer formats compared.
+  letter after one sentence) per tier: the two multiple-choice answer formats compared;
+- ``pot-choice-small|medium|large``: program of thought on multiple choice, its result mapped
+  to the nearest option by the ``option_picker`` tool (AQuA);
+- ``repair-small|medium|large``: coder, the ``example_runner`` tool runs its function on the
+  task's own examples, a repairer on the same tier reads the failures (code);
+- ``vote-math`` (pot-large, single-large, pot-medium), ``vote-math-medium`` (pot-medium,
+  single-medium, pot-small), ``vote-choice`` (single-large, quick-large, quick-medium),
+  ``vote-choice-pot`` (pot-choice-large, single-large, quick-large): the ``voter`` tool's
+  majority over those teams' answers, ties to the first; each member asks exactly its team's
+  questions, so a table holding the members answers the vote for free;
+- ``<team>-r1`` for every greedy team: its replica, sampled with a recorded seed (the second
+  answer a replicated oracle needs).
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ __all__ = [
     "column",
     "columns",
     "large_alone",
+    "replica_of",
 ]
 
 SAMPLE_TEMPERATURE = 0.7
@@ -137,7 +149,7 @@ def _catalogue() -> list[Column]:
             output="run",
             kinds=(TaskKind.MATH,),
         )
-        for tier in (M, L)
+        for tier in (S, M, L)
     ]
     found += [
         Column(
@@ -193,7 +205,123 @@ def _catalogue() -> list[Column]:
         )
         for tier in (S, M, L)
     ]
-    return found
+    found += [
+        Column(
+            name=f"pot-choice-{tier.value}",
+            description=f"program of thought on multiple choice: a {tier.value} programmer, its "
+            "program run in the sandbox, the option nearest its result picked in code",
+            agents=(
+                _agent("coder", "programmer", tier),
+                _agent("run", "python_executor", S, "coder"),
+                _agent("pick", "option_picker", S, "run"),
+            ),
+            output="pick",
+            kinds=(TaskKind.MULTIPLE_CHOICE,),
+        )
+        for tier in (S, M, L)
+    ]
+    found += [
+        Column(
+            name=f"repair-{tier.value}",
+            description=f"a {tier.value} coder, its function run on the task's own examples in "
+            f"the sandbox, then a {tier.value} repairer reading the failures",
+            agents=(
+                _agent("coder", "programmer", tier),
+                _agent("check", "example_runner", S, "coder"),
+                _agent("fix", "repairer", tier, "coder", "check"),
+            ),
+            output="fix",
+            kinds=(TaskKind.CODE,),
+        )
+        for tier in (S, M, L)
+    ]
+    found += [
+        _vote(
+            "vote-math",
+            "pot-large, single-large and pot-medium",
+            TaskKind.MATH,
+            _pot("", L),
+            (_agent("solver", SOLVER, L),),
+            _pot("-m", M),
+        ),
+        _vote(
+            "vote-math-medium",
+            "pot-medium, single-medium and pot-small",
+            TaskKind.MATH,
+            _pot("", M),
+            (_agent("solver", SOLVER, M),),
+            _pot("-s", S),
+        ),
+        _vote(
+            "vote-choice",
+            "single-large, quick-large and quick-medium",
+            TaskKind.MULTIPLE_CHOICE,
+            (_agent("solver", SOLVER, L),),
+            (_agent("quick", "quick_expert", L),),
+            (_agent("quick-m", "quick_expert", M),),
+        ),
+        _vote(
+            "vote-choice-pot",
+            "pot-choice-large, single-large and quick-large",
+            TaskKind.MULTIPLE_CHOICE,
+            _pot("", L, pick=True),
+            (_agent("solver", SOLVER, L),),
+            (_agent("quick", "quick_expert", L),),
+        ),
+    ]
+    return found + [_replica(c, REPLICA_SEED) for c in found if not c.sampled]
+
+
+def _pot(suffix: str, tier: Capacity, *, pick: bool = False) -> tuple[dict[str, Any], ...]:
+    """Program of thought's agents (``coder<suffix>`` then ``run<suffix>``; with ``pick``,
+    ``pick<suffix>`` maps the result to the nearest option)."""
+    agents: tuple[dict[str, Any], ...] = (
+        _agent(f"coder{suffix}", "programmer", tier),
+        _agent(f"run{suffix}", "python_executor", S, f"coder{suffix}"),
+    )
+    if pick:
+        agents += (_agent(f"pick{suffix}", "option_picker", S, f"run{suffix}"),)
+    return agents
+
+
+def _vote(name: str, over: str, kind: TaskKind, *teams: tuple[dict[str, Any], ...]) -> Column:
+    """A vote among ``teams`` (each answering by its last agent), ties to the first."""
+    agents = tuple(agent for team in teams for agent in team)
+    voters = [team[-1]["name"] for team in teams]
+    return Column(
+        name=name,
+        description=f"a deterministic vote among {over} (ties to the first)",
+        agents=(*agents, _agent("vote", "voter", S, *voters)),
+        output="vote",
+        kinds=(kind,),
+    )
+
+
+REPLICA_SEED = 1
+"""The seed of every column's replica (``<team>-r1``)."""
+
+
+def _replica(col: Column, seed: int) -> Column:
+    """The second, independent answer of a greedy column: the same team with every model agent
+    sampled at :data:`SAMPLE_TEMPERATURE` with ``seed`` (tool agents are deterministic). An
+    outcome that both answers get right replicates; one only greedy decoding gets right may be
+    luck. ``single-medium-r1`` asks exactly ``sample-medium-1``'s questions, so a table holding
+    one answers the other."""
+    return col.model_copy(
+        update={
+            "name": f"{col.name}-r{seed}",
+            "description": f"{col.description}; sampled at temperature {SAMPLE_TEMPERATURE}, "
+            f"seed {seed} (the replica of {col.name})",
+            "temperature": SAMPLE_TEMPERATURE,
+            "seed": seed,
+        }
+    )
+
+
+def replica_of(name: str) -> str | None:
+    """The greedy column a replica column replicates (``pot-large-r1`` -> ``pot-large``)."""
+    base, _, seed = name.rpartition("-r")
+    return base if seed == str(REPLICA_SEED) and base in COLUMNS else None
 
 
 COLUMNS: dict[str, Column] = {c.name: c for c in _catalogue()}

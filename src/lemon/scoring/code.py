@@ -17,7 +17,7 @@ from lemon.data.items import CodeItem
 from lemon.sandbox.execution import ProgramResult, run_programs
 from lemon.sandbox.limits import SandboxConfig
 
-__all__ = ["build_program", "code_body", "fenced_blocks", "score_code"]
+__all__ = ["build_program", "code_body", "fenced_blocks", "score_code", "solution_program"]
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
@@ -37,13 +37,17 @@ def _is_full_definition(code: str, entry_point: str) -> bool:
     return re.search(rf"^(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", code, re.M) is not None
 
 
+def solution_program(prompt: str, entry_point: str, code: str) -> str:
+    """The prompt with ``code`` in place: a full definition of ``entry_point`` is appended after
+    the stub (which it replaces); anything else continues the prompt."""
+    if _is_full_definition(code, entry_point):
+        return prompt + "\n    pass\n\n" + code
+    return prompt + code
+
+
 def build_program(item: CodeItem, output: str) -> str:
     """The whole test program for ``output`` on ``item``."""
-    code = code_body(output)
-    if _is_full_definition(code, item.entry_point):
-        solution = item.prompt + "\n    pass\n\n" + code
-    else:
-        solution = item.prompt + code
+    solution = solution_program(item.prompt, item.entry_point, code_body(output))
     return f"{solution}\n\n{item.test}\n\ncheck({item.entry_point})\n"
 
 

@@ -52,11 +52,14 @@ class Role(BaseModel):
     template: _Text = Field(
         description="Prompt template; placeholders: {task}, {duties}, {inputs}, {output_format}."
     )
-    tool: Literal["python"] | None = Field(
+    tool: Literal["python", "vote", "nearest_option", "examples"] | None = Field(
         default=None,
         description="A tool that does this role's work instead of a model: 'python' runs the "
-        "code its dependencies wrote in the sandbox. Tool agents make no model call; their "
-        "capacity is ignored (and never downgraded by a mutation).",
+        "code its dependencies wrote in the sandbox; 'vote' answers with the majority of the "
+        "answers its dependencies state (ties to the first-named); 'nearest_option' picks the "
+        "option nearest the number its dependency computed; 'examples' runs its dependency's "
+        "code on the task's own examples and reports the failures. Tool agents make no model "
+        "call; their capacity is ignored (and never downgraded by a mutation).",
     )
 
     @property
