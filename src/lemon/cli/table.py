@@ -194,7 +194,8 @@ def _build(args: argparse.Namespace) -> int:
     stats = asyncio.run(go())
     if not args.quiet:
         sys.stderr.write("\n")
-    _record_build(table, args, stats, teams=teams, items=len(items), started=started, cpu=cpu)
+    if stats.added or stats.skipped:  # a build that found nothing to do leaves no record
+        _record_build(table, args, stats, teams=teams, items=len(items), started=started, cpu=cpu)
     summary = write_summary(table)
     for line in (stats.errors or [])[:20]:
         print(f"not recorded (run again next build): {line}", file=sys.stderr)
