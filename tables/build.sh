@@ -24,7 +24,7 @@ while read -r dir benchmark split limit teams; do
     --limit "$limit" --teams "$teams" --concurrency "${LEMON_TABLE_CONCURRENCY:-24}" \
     --profile embedded-tables --profiles "$here/profiles.yaml" -q \
     || { echo "build failed: $dir $teams (exit $?)"; continue; }
-  if [ -z "${LEMON_TABLE_NO_COMMIT:-}" ]; then
+  if [ -z "${LEMON_TABLE_NO_COMMIT:-}" ] && [ -n "$(git status --porcelain -- "$here/$dir")" ]; then
     for attempt in 1 2 3 4 5 6; do
       git add -- "$here/$dir" && \
         git commit -q -m "tables: $dir $benchmark/$split n=$limit $teams" -- "$here/$dir" && break
