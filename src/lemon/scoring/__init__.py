@@ -11,7 +11,7 @@ from lemon.scoring.scorer import (
     score_item,
     score_predictions,
 )
-from lemon.scoring.stats import wilson_interval
+from lemon.scoring.stats import mean_difference_ci, paired_bootstrap, wilson_interval
 
 __all__ = [
     "ExtractedNumber",
@@ -23,7 +23,9 @@ __all__ = [
     "extract_number",
     "item_index",
     "item_success",
+    "mean_difference_ci",
     "numbers_equal",
+    "paired_bootstrap",
     "read_predictions",
     "score_item",
     "score_predictions",
