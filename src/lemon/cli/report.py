@@ -5,7 +5,14 @@ accuracy-vs-cost plot (``--png``, needs the ``report`` extra); cost is tier-pric
 ``lemon report TABLE`` (an outcome table's directory, :mod:`lemon.tables`): every routing
 baseline on the table's items (:mod:`lemon.evals.table_report`), with routers trained on
 ``--train`` (default: the sibling table of the same benchmark's train split) and any
-``--policy-run`` eval directories compared at their full cost; ``--json`` prints one object."""
+``--policy-run`` eval directories compared at their full cost; ``--json`` prints one object.
+
+``lemon report --mix DIR`` (a directory of outcome tables, e.g. ``tables/``): the mixed
+workload's report over every ``<benchmark>-test`` table with a ``-train`` beside it
+(:mod:`lemon.evals.mixed`): per benchmark and for the mix, the fixed teams, the max expert, the
+kind router, the text routers, the cascade, the self- and replicated oracles, beta and the
+headroom with its paired interval. ``--out DIR`` writes ``report.json``, ``report.md`` and
+``report.png`` there, with the tables it read and their hashes."""
 
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lemon.cli.options import EXIT_INVALID, EXIT_OK
+from lemon.cli.options import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 
 __all__ = ["register", "run"]
 
@@ -62,9 +69,54 @@ def _table(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mix(args: argparse.Namespace) -> int:
+    import hashlib
+    import json
+
+    from lemon.evals import mixed
+    from lemon.tables.store import Table, TableError
+
+    if args.runs:
+        print("lemon report: --mix takes no RUN arguments", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        pairs = mixed.discover(args.mix, [b for b in (args.benchmarks or "").split(",") if b])
+        benches = [mixed.load_bench(Table.open(tr), Table.open(te)) for tr, te in pairs]
+        report = mixed.mixed_report(benches)
+    except (OSError, ValueError, KeyError, TableError) as exc:
+        print(f"lemon report: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    report["inputs"] = {
+        str(Path(d) / name): hashlib.sha256((Path(d) / name).read_bytes()).hexdigest()
+        for pair in pairs
+        for d in pair
+        for name in ("table.json", "cells.jsonl")
+    }
+    report["command"] = (
+        "lemon report --mix "
+        + args.mix
+        + (f" --benchmarks {args.benchmarks}" if args.benchmarks else "")
+    )
+    text = mixed.markdown(report)
+    print(json.dumps(report) if args.json else text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        (out / "report.md").write_text(text + "\n", encoding="utf-8")
+        mixed.plot(report, str(out / "report.png"))
+        print(f"wrote {out}/report.json, report.md, report.png", file=sys.stderr)
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     from lemon.evals.report import load_summaries, markdown_table, oracle_summary, plot
 
+    if args.mix:
+        return _mix(args)
+    if not args.runs:
+        print("lemon report: give RUN directories, a TABLE, or --mix DIR", file=sys.stderr)
+        return EXIT_USAGE
     if len(args.runs) == 1 and (Path(args.runs[0]) / "table.json").is_file():
         return _table(args)
 
@@ -89,7 +141,14 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "report", help="compare eval runs: markdown table and accuracy against cost PNG"
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories or summary files")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run directories or summary files")
+    p.add_argument(
+        "--mix",
+        metavar="DIR",
+        help="the mixed workload's report over the outcome tables in DIR (<benchmark>-train/-test)",
+    )
+    p.add_argument("--benchmarks", metavar="B,B,...", help="--mix: only these benchmarks, in order")
+    p.add_argument("--out", metavar="DIR", help="--mix: write report.json, report.md, report.png")
     p.add_argument(
         "--oracle",
         action="append",

@@ -1,0 +1,142 @@
+"""The mixed workload's report on hand-made tables of real SVAMP and AQuA items, by hand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from lemon.evals import mixed
+from lemon.policy.columns import column
+from lemon.pricing import DEFAULT_TIER_PRICES
+from lemon.tables.build import table_items
+from lemon.tables.store import Cell, Table, TableMeta, TierModel
+from lemon.tasks import TaskKind
+from tests.conftest import run_lemon
+
+N = 10
+# team -> (cost, greedy right on item k, replica right on item k)
+World = dict[str, tuple[float, Callable[[int], bool], Callable[[int], bool]]]
+SVAMP: World = {
+    "single-small": (10.0, lambda k: k % 5 == 0, lambda k: k == 0),
+    "single-large": (100.0, lambda k: k % 2 == 0, lambda k: k % 2 == 0),
+    "pot-large": (50.0, lambda k: k < 7, lambda k: k < 3),
+}
+AQUA: World = {
+    "single-small": (10.0, lambda k: False, lambda k: False),
+    "single-large": (100.0, lambda k: k < 4, lambda k: k < 4),
+    "quick-large": (60.0, lambda k: k < 6, lambda k: k < 6),
+}
+
+
+def _cell(item: str, team: str, right: bool, cost: float, wrong: str) -> Cell:
+    value = "gold" if right else wrong
+    return Cell(
+        item=item, team=team, success=float(right), extracted=value,
+        answer=f"The answer is {value}.", status="succeeded", error=None,
+        tokens={"large": int(cost)}, priced=cost, agents=[("solver", "large", None, 1, 1)],
+    )  # fmt: skip
+
+
+def _table(path: Path, benchmark: str, split: str, kind: TaskKind, world: World) -> Table:
+    items = table_items(benchmark, split, limit=N)
+    teams = [*world, *(f"{t}-r1" for t in world)]
+    meta = TableMeta(
+        benchmark=benchmark, split=split, items=[i.id for i in items],
+        teams={t: column(t).to_json(kind) for t in teams}, worker_max_tokens=300,
+        deadline_s=60, tier_prices=DEFAULT_TIER_PRICES.to_json(),
+        models={t: TierModel(model=t, label=t, identity=t) for t in ("small", "medium", "large")},
+        profile="hand-made",
+    )  # fmt: skip
+    table = Table.create(path, meta)
+    with table.writer() as writer:
+        for k, item in enumerate(items):
+            for team, (cost, greedy, replica) in world.items():
+                writer.add(_cell(item.id, team, greedy(k), cost, f"{team}-{k}"), [])
+                writer.add(_cell(item.id, f"{team}-r1", replica(k), cost, f"r-{team}-{k}"), [])
+    return Table.open(path)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tables")
+    for split in ("train", "test"):
+        _table(root / f"svamp-{split}", "svamp", split, TaskKind.MATH, SVAMP)
+        _table(root / f"aqua-{split}", "aqua", split, TaskKind.MULTIPLE_CHOICE, AQUA)
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(root: Path) -> dict[str, object]:
+    pairs = mixed.discover(str(root), ["svamp", "aqua"])
+    return mixed.mixed_report([mixed.load_bench(Table.open(a), Table.open(b)) for a, b in pairs])
+
+
+def test_choices_are_made_on_train(report: dict) -> None:  # type: ignore[type-arg]
+    svamp, aqua = report["benchmarks"]["svamp"], report["benchmarks"]["aqua"]
+    # one team every benchmark runs: single-large (0.5 and 0.4) beats single-small (0.2, 0)
+    assert report["best_fixed_team"] == "single-large"
+    assert (svamp["max_expert_team"], aqua["max_expert_team"]) == ("pot-large", "quick-large")
+    assert (svamp["kind_router_team"], aqua["kind_router_team"]) == ("pot-large", "quick-large")
+    assert svamp["max_expert"]["accuracy"] == 0.7
+    assert svamp["max_expert"]["vs_best_fixed"] == pytest.approx(0.2)
+
+
+def test_replicated_oracle_by_hand(report: dict) -> None:  # type: ignore[type-arg]
+    svamp = report["benchmarks"]["svamp"]
+    # items 0,1,2,4,6,8 have a team right twice (cheapest: small 10, pot 50, pot 50, large
+    # 100, large 100, large 100); 3,5,7,9 go to the max expert pot-large (right on 3 and 5,
+    # by its greedy answer alone), at its cost 50
+    oracle = svamp["replicated_oracle"]
+    assert oracle["accuracy"] == 0.8
+    assert oracle["cost"] == pytest.approx((10 + 50 + 50 + 100 + 100 + 100 + 4 * 50) / 10)
+    assert oracle["replicated_share"] == 0.6
+    assert svamp["self_oracle"]["accuracy"] == 0.7  # pot-large's replica adds nothing
+    assert svamp["self_oracle"]["cost"] == 100.0
+    # items 7 and 9: every team fails; item 8: only single-large; 1 and 3: only pot-large
+    assert svamp["beta"] == 0.2
+    assert svamp["fixed"]["single-large"]["exclusive"] == 1
+    assert svamp["fixed"]["pot-large"]["exclusive"] == 2
+
+
+def test_headroom_and_its_interval(report: dict) -> None:  # type: ignore[type-arg]
+    svamp, aqua, mix = report["benchmarks"]["svamp"], report["benchmarks"]["aqua"], report["mix"]
+    assert svamp["headroom"] == 0.1  # one item (8) of ten, the oracle's only replicated gain
+    lo, hi = svamp["headroom_ci95"]
+    assert lo == 0.0  # it reaches 0: below the noise on ten items
+    assert hi > 0.1
+    assert aqua["headroom"] == 0.0
+    assert aqua["replicated_oracle"]["cost"] == 60.0  # unsolved items cost the expert, not small
+    assert mix["headroom"] == 0.05  # equal weight per benchmark
+    assert mix["max_expert"]["accuracy"] == 0.65
+    assert report["pooled"]["max_expert"]["accuracy"] == 0.65  # equal sizes: the same
+    assert mix["beta"] == pytest.approx((0.2 + 0.4) / 2)
+
+
+def test_routers_and_cascade_run_on_each_kind(report: dict) -> None:  # type: ignore[type-arg]
+    for bench in ("svamp", "aqua"):
+        entry = report["benchmarks"][bench]
+        for name in ("knn", "logistic"):
+            assert sum(entry[name]["shares"].values()) == pytest.approx(1.0)
+        assert entry["cascade"]["cheap_team"] in entry["teams"]
+    assert set(report["kinds"]) == {"math", "multiple_choice"}
+
+
+def test_lemon_report_mix_writes_the_report_and_names_its_inputs(
+    root: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = run_lemon(
+        "report", "--mix", str(root), "--benchmarks", "svamp,aqua", "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "headroom" in result.stdout
+    data = json.loads((out / "report.json").read_text())
+    assert data["mix"]["headroom"] == 0.05
+    assert str(root / "svamp-test" / "cells.jsonl") in data["inputs"]
+    assert (out / "report.png").stat().st_size > 0
+    missing = run_lemon("report", "--mix", str(tmp_path))
+    assert missing.returncode == 1
+    assert "no <benchmark>-test table" in missing.stderr
