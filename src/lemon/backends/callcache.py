@@ -293,6 +293,14 @@ class CachedBackend:
         # two first calls at once may both compute it: the same answer, written once
         return await asyncio.to_thread(self.identity)
 
+    async def count_prompt_tokens(self, request: GenerationRequest) -> int | None:
+        """The inner backend's count of ``request``'s prompt tokens, where it has one."""
+        count = getattr(self.inner, "count_prompt_tokens", None)
+        if not callable(count):
+            return None
+        counted: int | None = await count(request)
+        return counted
+
     async def generate(self, request: GenerationRequest) -> Generation:
         if not cacheable(request):
             return await self.inner.generate(request)

@@ -619,6 +619,16 @@ class LlamaBackend:
 
         return await asyncio.wrap_future(model.submit(request, on_text=relay))
 
+    async def count_prompt_tokens(self, request: GenerationRequest) -> int | None:
+        """The prompt tokens :meth:`generate` will report for ``request``: its chat template
+        rendered and tokenized as the model's scheduler does (the prefill included); None when
+        they cannot be built (:meth:`generate` then fails with the reason)."""
+        model = await self.model()
+        try:
+            return len(model.prompt_tokens(request))
+        except Exception:  # a template that raises, text that cannot be tokenized
+            return None
+
     async def aclose(self) -> None:
         """Models stay loaded for the process (later backends on the same file reuse them)."""
         return

@@ -1,8 +1,10 @@
 """The ``scripted`` backend: a deterministic TEST DOUBLE of a model, never presented as one.
 
 It answers from a small config of rules (first regex match on the prompt wins), with fixed
-latency and token counts, and can inject failures. It exists for engine tests and engine
-benchmarks; every result it produces is labelled "scripted test double".
+latency and token counts, and can inject failures. Like a model, it stops at the request's
+``max_tokens``: a longer answer is cut to that many words, ``finish_reason`` ``length``. It
+exists for engine tests and engine benchmarks; every result it produces is labelled "scripted
+test double".
 """
 
 from __future__ import annotations
@@ -114,7 +116,16 @@ class ScriptedBackend:
         completion = (
             rule.completion_tokens if rule.completion_tokens is not None else _count_tokens(text)
         )
-        return Generation(text, _count_tokens(prompt), completion)
+        finish = "stop"
+        limit = request.decoding.max_tokens
+        if completion > limit:  # like a model: it stops at max_tokens, the answer cut there
+            text = " ".join(text.split()[:limit])
+            completion, finish = limit, "length"
+        return Generation(text, _count_tokens(prompt), completion, finish)
+
+    async def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        """The prompt tokens :meth:`generate` will report for ``request`` (exact)."""
+        return _count_tokens("\n".join(message.content for message in request.messages))
 
     async def aclose(self) -> None:
         return None

@@ -10,6 +10,13 @@ marks that agent failed with the reason; its dependants are skipped; transient e
 5xx, resets) are retried with exponential backoff, bounded by the run's deadline; at the
 deadline every unfinished agent is cancelled and recorded.
 
+Budgets: with ``ExecutionOptions.budget`` (:class:`lemon.budget.Budget`), every model call
+reserves what it can spend before it starts and settles after (:mod:`lemon.engine.metering`):
+no agent starts once the budget is spent, a call's ``max_tokens`` is cut to what remains, an
+agent whose answer the cut truncated fails (its partial output stays in the trace), and the run
+then fails as ``budget_exceeded`` with what it spent; a ``wall`` limit is the run's deadline
+when it is the earlier. Tool agents spend no tokens and are not held back.
+
 Counterfactual reuse: with a :class:`CallCache`, an agent whose exact call (agent, model, tier,
 decoding, prompt) was answered before gets that answer without a model call, so running a
 mutant after its original re-runs only the agents whose inputs changed.
@@ -32,6 +39,8 @@ from lemon.backends.base import (
     GenerationRequest,
     Message,
 )
+from lemon.budget import Budget, BudgetUse, prompt_bound
+from lemon.engine.metering import Grant, Meter
 from lemon.engine.results import AgentResult, AgentStatus, FailureKind, RunResult, RunStatus
 from lemon.engine.tracing import RunSpans
 from lemon.events import (
@@ -43,7 +52,7 @@ from lemon.events import (
     RunStarted,
     TraceWriter,
 )
-from lemon.pricing import TierPrices
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
 from lemon.spec.dag import compile_spec
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Agent, Capacity, Spec
@@ -95,6 +104,20 @@ class ExecutionOptions:
     """Agents running at once per tier (default: 8 per tier)."""
     prefill: Mapping[str, str] | None = None
     """Assistant prefill per role name (e.g. start a programmer's code block)."""
+    budget: Budget | None = None
+    """The run's budget, enforced during the run (see the module); None: unlimited."""
+
+    def stop_limit(self) -> tuple[float, str, FailureKind]:
+        """When the run is cut, in seconds, why in words and as a failure kind: the deadline,
+        or the budget's wall time where that is the earlier."""
+        wall = self.budget.wall_s if self.budget is not None else None
+        if wall is not None and wall <= self.deadline_s:
+            return wall, f"wall budget of {wall:g} s reached", FailureKind.BUDGET_EXCEEDED
+        return (
+            self.deadline_s,
+            f"run deadline of {self.deadline_s:g} s reached",
+            FailureKind.DEADLINE,
+        )
 
 
 def _inputs_text(
@@ -149,6 +172,7 @@ class _Run:
         trace: TraceWriter,
         cache: CallCache | None,
         spans: RunSpans | None = None,
+        prices: TierPrices = DEFAULT_TIER_PRICES,
     ) -> None:
         self.spec = spec
         self.task = task
@@ -168,6 +192,8 @@ class _Run:
         limits = options.concurrency or {}
         self.slots = {tier: asyncio.Semaphore(limits.get(tier, 8)) for tier in Capacity}
         self.reused = 0
+        self.meter = Meter(options.budget, prices) if options.budget is not None else None
+        _, self.stop_reason, self.stop_kind = options.stop_limit()
 
     def _result(self, agent: Agent) -> AgentResult:
         role = self.roles[agent.role]
@@ -249,31 +275,77 @@ class _Run:
             prompt = "\n\n".join(message.content for message in request.messages)
             if self._reuse(agent, result, key, prompt=prompt):
                 return
+            grant: Grant | None = None
             async with self.slots[agent.capacity]:
+                if self.meter is not None:
+                    grant = await self._reserve(agent, result, backend, request)
+                    if grant is None:
+                        return
+                    if grant.cut:
+                        decoding = replace(request.decoding, max_tokens=grant.max_tokens)
+                        request = replace(request, decoding=decoding)
                 self._start(agent, result, prompt=prompt)
-                generation = await self._call(result, backend, request)
+                try:
+                    generation = await self._call(result, backend, request)
+                finally:
+                    if grant is not None and self.meter is not None:
+                        self.meter.settle(
+                            grant,
+                            prompt_tokens=result.prompt_tokens,
+                            completion_tokens=result.completion_tokens,
+                        )
             if generation is None:
+                return
+            if grant is not None and grant.cut and _truncated(generation, grant):
+                reason = (
+                    f"answer cut at {grant.max_tokens} completion tokens by the budget "
+                    f"({self.options.budget.label() if self.options.budget else ''})"
+                )
+                if self.meter is not None:
+                    self.meter.stop(f"agent {agent.name!r}'s {reason}")
+                self._finish(result, AgentStatus.FAILED, reason, FailureKind.BUDGET_EXCEEDED)
                 return
             if not generation.text.strip():
                 self._finish(result, AgentStatus.FAILED, "empty output from the model")
                 return
-            if self.cache is not None:
-                self.cache.put(key, generation)
+            if self.cache is not None and (grant is None or not grant.cut):
+                self.cache.put(key, generation)  # a cut answer is another call's
             self._finish(result, AgentStatus.SUCCEEDED)
         except asyncio.CancelledError:
             self.cut(agent)
             raise
 
     def cut(self, agent: Agent) -> None:
-        """The run was cut (its deadline, or cancelled) before ``agent`` finished: failed if
-        it had started its call, skipped if not. Nothing for an agent that finished."""
+        """The run was cut (its deadline or wall budget, or cancelled) before ``agent``
+        finished: failed if it had started its call, skipped if not. Nothing for an agent that
+        finished."""
         if self.done[agent.name].is_set():
             return
         result = self.results[agent.name]
         status = AgentStatus.FAILED if result.started_s is not None else AgentStatus.SKIPPED
         self._finish(
-            result, status, "run deadline reached before the agent finished", FailureKind.DEADLINE
+            result, status, f"{self.stop_reason} before the agent finished", self.stop_kind
         )
+
+    async def _reserve(
+        self, agent: Agent, result: AgentResult, backend: Backend, request: GenerationRequest
+    ) -> Grant | None:
+        """Hold the call's tokens on the run's meter; None (the agent skipped, never started)
+        when the budget has not one completion token left for it."""
+        assert self.meter is not None
+        assert self.options.budget is not None
+        prompt_tokens = await _prompt_tokens(backend, request)
+        grant = await self.meter.reserve(
+            agent.capacity.value, prompt_tokens=prompt_tokens, wanted=request.decoding.max_tokens
+        )
+        if grant is None:
+            reason = (
+                f"budget {self.options.budget.label()} spent before the agent started "
+                f"({self.meter.spent_words()}; its prompt alone is {prompt_tokens} tokens)"
+            )
+            self.meter.stop(f"agent {agent.name!r} not started: {reason}")
+            self._finish(result, AgentStatus.SKIPPED, reason, FailureKind.BUDGET_EXCEEDED)
+        return grant
 
     def _start(
         self, agent: Agent, result: AgentResult, *, reused: bool = False, prompt: str = ""
@@ -297,6 +369,11 @@ class _Run:
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is None:
             return False
+        if self.meter is not None and not result.tool:
+            spent = cached.prompt_tokens + cached.completion_tokens
+            if not self.meter.fits(agent.capacity.value, spent):
+                return False  # asked again, under the budget's cut
+            self.meter.charge(agent.capacity.value, spent)
         result.reused = True
         self.reused += 1
         self._start(agent, result, reused=True, prompt=prompt)
@@ -378,6 +455,30 @@ class _Run:
             return generation
 
 
+def _truncated(generation: Generation, grant: Grant) -> bool:
+    """Whether a call whose ``max_tokens`` the budget cut stopped at that cut."""
+    return generation.finish_reason == "length" or generation.completion_tokens >= grant.max_tokens
+
+
+def _spent(run: _Run) -> int:
+    return sum(r.prompt_tokens + r.completion_tokens for r in run.results.values())
+
+
+async def _prompt_tokens(backend: Backend, request: GenerationRequest) -> int:
+    """The call's prompt tokens as the backend counts them (``count_prompt_tokens``, where it
+    has one), else :func:`lemon.budget.prompt_bound` of its text (an upper bound)."""
+    count = getattr(backend, "count_prompt_tokens", None)
+    if callable(count):
+        try:
+            counted = await count(request)
+        except BackendError:  # a model that cannot load: its call fails, with the reason
+            counted = None
+        if counted is not None:
+            return int(counted)
+    text = request.raw_prompt or "\n".join(m.content for m in request.messages)
+    return prompt_bound(text + request.prefill)
+
+
 async def _cancel(tasks: Sequence[asyncio.Future[None]]) -> None:
     for task_ in tasks:
         task_.cancel()
@@ -398,7 +499,7 @@ async def _run_chain(
     except TimeoutError:
         for agent in agents:
             run.cut(agent)
-        return f"run deadline of {deadline_s:g} s reached", FailureKind.DEADLINE
+        return run.stop_reason, run.stop_kind
     except asyncio.CancelledError:
         for agent in agents:
             run.cut(agent)
@@ -413,15 +514,20 @@ async def _run_chain(
 
 
 async def _run_agents(
-    tasks: Sequence[asyncio.Future[None]], *, deadline_s: float, spans: RunSpans | None
+    run: _Run,
+    tasks: Sequence[asyncio.Future[None]],
+    *,
+    deadline_s: float,
+    spans: RunSpans | None,
 ) -> tuple[str | None, FailureKind | None]:
     """Wait for every agent, up to the deadline: (the run's error, its failure kind) when the
-    deadline cut it; a cancelled run cancels its agents (their spans end first)."""
+    deadline (or the wall budget) cut it; a cancelled run cancels its agents (their spans end
+    first)."""
     try:
         async with asyncio.timeout(deadline_s):
             await asyncio.gather(*tasks)
     except TimeoutError:
-        return f"run deadline of {deadline_s:g} s reached", FailureKind.DEADLINE
+        return run.stop_reason, run.stop_kind
     except asyncio.CancelledError:
         if spans is not None:
             await _cancel(tasks)
@@ -442,16 +548,40 @@ def _result(
     failure: FailureKind | None,
 ) -> RunResult:
     """The run's result from its agents': the output agent's answer, or why it failed (the
-    deadline, else a tier that could not serve, else a call no table held, else an agent)."""
+    deadline or wall budget, else the budget's tokens, else a tier that could not serve, else a
+    call no table held, else an agent). A run whose tier spent past the budget fails for it."""
     final = run.results[dag.output]
     succeeded = final.status == AgentStatus.SUCCEEDED
+    meter = run.meter
+    if succeeded and meter is not None and meter.overrun is not None:
+        succeeded = False
+        error, failure = f"budget exceeded: {meter.overrun}", FailureKind.BUDGET_EXCEEDED
     if not succeeded and error is None:
         error = f"output agent {dag.output!r} {final.status.value}: {final.error}"
     if not succeeded and failure is None:
         kinds = {a.failure for a in run.results.values()}
-        failure = next(
-            (k for k in (FailureKind.TIER_UNAVAILABLE, FailureKind.NOT_IN_TABLE) if k in kinds),
-            FailureKind.AGENT_FAILED,
+        first = (
+            FailureKind.BUDGET_EXCEEDED,
+            FailureKind.TIER_UNAVAILABLE,
+            FailureKind.NOT_IN_TABLE,
+        )
+        failure = next((k for k in first if k in kinds), FailureKind.AGENT_FAILED)
+        if failure is FailureKind.BUDGET_EXCEEDED and meter is not None and meter.stopped:
+            error = f"{error}; {meter.stopped}"
+    wall_s = run._now()
+    use = None
+    if run.options.budget is not None:
+        reason = None
+        if failure is FailureKind.BUDGET_EXCEEDED:
+            reason = error
+        elif meter is not None and meter.stopped is not None:
+            reason = meter.stopped  # an agent off the output's path was cut or not started
+        use = BudgetUse(
+            run.options.budget,
+            tokens=meter.spent_tokens if meter is not None else _spent(run),
+            cost=meter.spent_cost if meter is not None else 0.0,
+            wall_s=round(wall_s, 4),
+            reason=reason,
         )
     return RunResult(
         status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
@@ -463,6 +593,7 @@ def _result(
         error=error,
         reused_calls=run.reused,
         failure=failure,
+        budget=use,
     )
 
 
@@ -502,6 +633,7 @@ async def execute(
     trace = trace or TraceWriter()
     run = _Run(
         spec,
+        prices=tier_prices or DEFAULT_TIER_PRICES,
         task=task,
         output=dag.output,
         backends=backends,
@@ -521,13 +653,14 @@ async def execute(
             tier_prices=tier_prices.to_json() if tier_prices is not None else {},
         )
     )
+    deadline_s, _, _ = options.stop_limit()
     if all(len(level) == 1 for level in dag.levels):
         by_name = {agent.name: agent for agent in spec.agents}
         chain = [by_name[name] for name in dag.order]
-        error, failure = await _run_chain(run, chain, deadline_s=options.deadline_s, spans=spans)
+        error, failure = await _run_chain(run, chain, deadline_s=deadline_s, spans=spans)
     else:
         tasks = [asyncio.ensure_future(run.run_agent(agent)) for agent in spec.agents]
-        error, failure = await _run_agents(tasks, deadline_s=options.deadline_s, spans=spans)
+        error, failure = await _run_agents(run, tasks, deadline_s=deadline_s, spans=spans)
     result = _result(run, spec, dag, canonical, error=error, failure=failure)
     if spans is not None:
         spans.finished(result)

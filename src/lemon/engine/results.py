@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from lemon.budget import BudgetUse
+
 __all__ = ["AgentResult", "AgentStatus", "FailureKind", "RunResult", "RunStatus"]
 
 
@@ -41,6 +43,11 @@ class FailureKind(StrEnum):
     NOT_IN_TABLE = "not_in_table"
     """A worker call an outcome table was asked for and does not hold, with no model behind it
     (:mod:`lemon.tables.replay`)."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """The run's budget (:mod:`lemon.budget`) stopped it: an agent was not started because the
+    budget was spent, or its answer was cut where the budget ran out, or the wall budget
+    passed, or a tier spent past it; the partial trace and what was spent are in the result.
+    A run refused before it started (its estimate over the budget) reports it too."""
     INTERRUPTED = "interrupted"
     """The server running it stopped while it ran (killed, or restarted): its agents' calls may
     have reached the tiers, so it is not run again (runs only; see
@@ -105,6 +112,8 @@ class RunResult:
     reused_calls: int = 0
     failure: FailureKind | None = None
     """Why the run failed (None when it succeeded)."""
+    budget: BudgetUse | None = None
+    """A budgeted run's limits, spending and stop reason (None: the run had no budget)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -155,4 +164,5 @@ class RunResult:
             "calls": self.calls,
             "reused_calls": self.reused_calls,
             "cache_hits": self.cache_hits,
+            "budget": self.budget.to_json() if self.budget is not None else None,
         }
