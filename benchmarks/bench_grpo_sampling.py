@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIG = ROOT / "benchmarks/results/policy-tables/svamp/grpo-credit-s0-long.yaml"
+DEFAULT_CONFIG = ROOT / "experiments/policy-tables/svamp/grpo-credit-s0-long.yaml"
 DEFAULT_POLICY = ROOT / "src/lemon/policy/learned"
 
 

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -19,16 +18,6 @@ os.environ.setdefault("LEMON_CALL_CACHE", "off")
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples" / "specs").glob("*.yaml"))
 LEMON = Path(sys.executable).with_name("lemon")
-
-
-def load_benchmark(name: str) -> ModuleType:
-    """``benchmarks/<name>.py``, a script rather than a package, imported as a module."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def require_extra(extra: str, *modules: str) -> None:

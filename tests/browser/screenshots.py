@@ -7,7 +7,7 @@ policy warm-started by SFT, then counterfactual GRPO on the synthetic environmen
 writes the credit record), minutes on two cores.
 
 ``python -m tests.browser.screenshots shoot`` starts ``lemon ui`` over docs/ui/data and
-benchmarks/results, opens the four pages in headless Chromium and writes docs/ui/*.png.
+experiments/, opens the four pages in headless Chromium and writes docs/ui/*.png.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tests.conftest import LEMON, ROOT
 
 DOCS = ROOT / "docs" / "ui"
 DATA = DOCS / "data"
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "experiments"
 
 
 def record() -> None:
@@ -114,9 +114,7 @@ def shoot() -> None:
             runs = served.get("/ui/api/runs").json()["runs"]
             debate = next(r for r in runs if r["source"].endswith("debate-run.jsonl"))
             evals = served.get("/ui/api/evals").json()["evals"]
-            single = next(
-                e for e in evals if e["label"].endswith("policy-real-cpu/gsm8k-single-large")
-            )
+            single = next(e for e in evals if e["label"].endswith("pipeline/gsm8k-single-large"))
             trainings = served.get("/ui/api/training").json()["trainings"]
             training = next(t for t in trainings if t["credit"])
             pages = {

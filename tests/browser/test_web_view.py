@@ -20,7 +20,7 @@ from tests.ui_data import DIAMOND, XSS, big_eval, many_traces, scripted_profiles
 
 pytestmark = pytest.mark.browser
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "experiments" / "policy-on-real-runs"
 # Records every state a DAG node shows, as the page changes it (no polling gaps).
 OBSERVE_NODES = """
 window.__states = [];
@@ -308,7 +308,7 @@ def test_the_four_pages_over_this_repositorys_results(
                     "spans": [[large, large + 5]]}],
     }  # fmt: skip
     (training / "credit.jsonl").write_text(json.dumps({"step": 3, "samples": [sample]}) + "\n")
-    shutil.copytree(RESULTS / "policy-real-cpu", tmp_path / "results" / "policy-real-cpu")
+    shutil.copytree(RESULTS / "pipeline", tmp_path / "results" / "pipeline")
     served = ui(tmp_path / "results", runs, training)
     page = watched.page
     page.goto(served.url("/ui/"))

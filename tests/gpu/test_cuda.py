@@ -1,7 +1,7 @@
 """The gpu tier: what only runs on a CUDA device (deselected elsewhere, see tests/conftest.py).
 
 The packaged policy on the GPU (bfloat16, the ``auto`` choice there) writes a valid spec under
-the spec grammar. GPU figures beside it are recorded runs (``benchmarks/results/*-h200/``).
+the spec grammar. GPU figures beside it are recorded runs (``experiments/fixed-teams/*-h200/``).
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import load_benchmark
-
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return load_benchmark("bench_learning")
+    import bench_learning
+
+    return bench_learning
 
 
 def test_first_passage_interpolates_between_evaluations(bench: ModuleType) -> None:

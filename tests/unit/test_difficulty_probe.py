@@ -1,5 +1,6 @@
-"""benchmarks/difficulty_probe.py: the probe and the bucket analysis, on made-up features and on
-the shipped SVAMP tables (no model: the hidden-state probes run only from the command)."""
+"""experiments/difficulty-probe/difficulty_probe.py: the probe and the bucket analysis, on
+made-up features and on the shipped SVAMP tables (no model: the hidden-state probes run only
+from the command)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ import json
 
 import numpy as np
 
-from tests.conftest import ROOT, load_benchmark
-
-probe_module = load_benchmark("difficulty_probe")
+import difficulty_probe as probe_module
+from tests.conftest import ROOT
 
 
 def test_numbers_are_counted_as_the_surface_feature_reads_them() -> None:
@@ -34,7 +34,7 @@ def test_the_probe_finds_a_signal_that_is_there_and_its_control_does_not() -> No
 
 
 def test_the_shipped_bucket_analysis_rebuilds_from_the_tables() -> None:
-    shipped = json.loads((ROOT / "benchmarks/results/difficulty-probe/svamp.json").read_text())
+    shipped = json.loads((ROOT / "experiments/difficulty-probe/svamp.json").read_text())
     rebuilt = json.loads(json.dumps(probe_module.by_numbers("svamp")))
     assert rebuilt == shipped["by_numbers"]
     # the README's claim: fitted on the train buckets, every bucket goes to one team

@@ -1,4 +1,4 @@
-"""benchmarks/policy_tables.py's paired difference, by hand on small evaluations."""
+"""experiments/policy-tables/policy_tables.py's paired difference, by hand on small evaluations."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import load_benchmark
-
-policy_tables = load_benchmark("policy_tables")
+import policy_tables
 
 
 def _run(directory: Path, correct: dict[str, bool]) -> Path:

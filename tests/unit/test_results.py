@@ -1,5 +1,6 @@
-"""Measured figures have their raw results: every results path the README and docs name exists,
-and every file ``benchmarks/record.py`` wrote carries its command, load and output."""
+"""Measured figures have their raw results: every results path the README and docs name (under
+``benchmarks/results/`` or ``experiments/``) exists, and every file ``benchmarks/record.py`` wrote
+carries its command, load and output."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 
 from tests.conftest import ROOT
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = [ROOT / "benchmarks" / "results", ROOT / "experiments"]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-_PATH = re.compile(r"benchmarks/results/[\w.*/-]*[\w*/]")
+_PATH = re.compile(r"(?:benchmarks/results|experiments)/[\w.*/-]*[\w*/]")
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda path: path.name)
@@ -25,7 +26,7 @@ def test_named_results_exist(doc: Path) -> None:
 
 def test_recorded_results_carry_their_command() -> None:
     recorded = 0
-    for path in sorted(RESULTS.rglob("*.json")):
+    for path in sorted(p for results in RESULTS for p in results.rglob("*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         if not (isinstance(record, dict) and "recorded_at" in record):
             continue  # written by hand or by a bench's own --save, before record.py

@@ -1,10 +1,9 @@
 """The shipped routing reports rebuild, with no model loaded, from the shipped tables and runs.
 
-Each ``report.json`` under ``benchmarks/results`` names its test table, train table, teams,
-cheap team and policy runs; rebuilding it from those must give the same figures. A table that a
-build extends later (more teams, more items) leaves a report on its items and teams unchanged:
-only ``left_out``, the teams still being built, may differ.
-"""
+Each ``report.json`` under ``experiments/`` (or ``benchmarks/results``) names its test table, train
+table, teams, cheap team and policy runs; rebuilding it from those must give the same figures. A
+table that a build extends later (more teams, more items) leaves a report on its items and teams
+unchanged: only ``left_out``, the teams still being built, may differ."""
 
 from __future__ import annotations
 
@@ -19,14 +18,15 @@ from lemon.tables.store import Table
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = sorted(
     path
-    for path in (ROOT / "benchmarks" / "results").rglob("report.json")
+    for results in ("experiments", "benchmarks/results")
+    for path in (ROOT / results).rglob("report.json")
     if "table" in json.loads(path.read_text()) and "methods" in json.loads(path.read_text())
 )
 
 
 def test_there_are_shipped_reports_to_check() -> None:
     names = {path.relative_to(ROOT).as_posix() for path in REPORTS}
-    assert "benchmarks/results/policy-tables/svamp/report.json" in names
+    assert "experiments/policy-tables/svamp/report.json" in names
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=lambda p: p.parent.name)

@@ -23,7 +23,7 @@ from tests.conftest import ROOT, run_lemon
 from tests.ui_data import DIAMOND, big_eval, many_traces, scripted_profiles
 
 STATIC = ROOT / "src" / "lemon" / "ui" / "static"
-RESULTS = ROOT / "benchmarks" / "results" / "policy-real-cpu"
+RESULTS = ROOT / "experiments" / "policy-on-real-runs" / "pipeline"
 
 
 @pytest.fixture(scope="module")

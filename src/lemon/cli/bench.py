@@ -1,20 +1,25 @@
-"""``lemon bench NAME``: run ``benchmarks/bench_NAME.py`` (its ``main(argv)``; ``--json``
+"""``lemon bench NAME``: run the harness ``bench_NAME.py`` of the source checkout (``--json``
 prints one JSON object, with the headline comparison under ``ratio``).
 
-The benchmarks live in the source checkout, not in the package: they are found in
-``$LEMON_BENCHMARKS_DIR``, else in the checkout that an editable install (``pip install -e .``)
-points at, read from the installed distribution's ``direct_url.json`` (PEP 610). An install
-from a wheel has no checkout, and the command says so.
+A harness is a script, run as Python runs a script (``python bench_NAME.py ARGS``, in a child
+process, so the modules beside it import by name). It is looked up in ``benchmarks/`` (the
+performance harnesses), then in ``experiments/*/`` (an experiment whose driver is a
+``bench_*.py``, such as ``learning``: credit in the simulator).
+
+The harnesses live in the source checkout, not in the package: they are found in
+``$LEMON_BENCHMARKS_DIR`` (a ``benchmarks/`` folder; the ``experiments/`` beside it), else in the
+checkout that an editable install (``pip install -e .``) points at, read from the installed
+distribution's ``direct_url.json`` (PEP 610). An install from a wheel has no checkout, and the
+command says so.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
+import subprocess
 import sys
-from collections.abc import Callable
 from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any
@@ -23,7 +28,7 @@ from urllib.parse import unquote, urlparse
 from lemon.cli import DISTRIBUTION
 from lemon.cli.options import UsageError, add_json_option
 
-__all__ = ["BENCHMARKS_ENV", "benchmarks_dir", "checkout_of", "register", "run"]
+__all__ = ["BENCHMARKS_ENV", "benchmarks_dir", "checkout_of", "find_harness", "register", "run"]
 
 BENCHMARKS_ENV = "LEMON_BENCHMARKS_DIR"
 
@@ -57,28 +62,35 @@ def benchmarks_dir() -> Path:
     return directory
 
 
+def _harnesses(directory: Path) -> dict[str, Path]:
+    """Every harness by its command name: ``benchmarks/bench_*.py``, then the experiments'
+    ``experiments/*/bench_*.py`` (a performance harness wins a clash)."""
+    found: dict[str, Path] = {}
+    for path in [
+        *sorted(directory.glob("bench_*.py")),
+        *sorted((directory.parent / "experiments").glob("*/bench_*.py")),
+    ]:
+        found.setdefault(path.stem.removeprefix("bench_").replace("_", "-"), path)
+    return found
+
+
+def find_harness(name: str, directory: Path) -> Path:
+    """The script ``lemon bench NAME`` runs."""
+    harnesses = _harnesses(directory)
+    path = harnesses.get(name.replace("_", "-"))
+    if path is None:
+        raise UsageError(f"unknown benchmark {name!r} (known: {', '.join(sorted(harnesses))})")
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
-    directory = benchmarks_dir()
-    path = directory / f"bench_{args.name.replace('-', '_')}.py"
-    if not path.is_file():
-        known = sorted(
-            p.stem.removeprefix("bench_").replace("_", "-") for p in directory.glob("bench_*.py")
-        )
-        raise UsageError(f"unknown benchmark {args.name!r} (known: {', '.join(known)})")
-    spec = importlib.util.spec_from_file_location(f"lemon_bench_{path.stem}", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # registered first (importlib's recipe), so that pickle finds the module's functions by
-    # name: a benchmark may hand them to worker processes
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    main: Callable[[list[str]], int] = module.main
-    return main([*(["--json"] if args.json else []), *args.bench_args])
+    path = find_harness(args.name, benchmarks_dir())
+    argv = [*(["--json"] if args.json else []), *args.bench_args]
+    return subprocess.run([sys.executable, str(path), *argv], check=False).returncode
 
 
 def register(sub: Any) -> None:
-    about = "run a benchmark from benchmarks/ (bench_NAME.py)"
+    about = "run a harness from benchmarks/ or experiments/*/ (bench_NAME.py)"
     p = sub.add_parser("bench", help=about, description=about)
     p.add_argument("name", metavar="NAME")
     add_json_option(p)

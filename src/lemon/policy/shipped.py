@@ -2,7 +2,7 @@
 
 A policy version directory (``lemon-policy/v1``: a LoRA adapter over the packaged
 SmolLM2-135M-Instruct, its tokenizer and ``policy.json``) under ``lemon/policy/learned/``,
-trained on the SVAMP outcome tables (``benchmarks/results/policy-tables/``, where its
+trained on the SVAMP outcome tables (``experiments/policy-tables/``, where its
 numbers and the commands that made them are): ``svamp-tables@grpo-credit-cs-s0-to20``: 20
 steps of GRPO with two-way counterfactual credit on the train table from the cost-sensitive LoRA
 SFT of seed 0 (every team of each train item a row, weighted by its reward above the item's worst
