@@ -87,3 +87,19 @@ def test_mmlu_holds_in_a_stratified_share_of_the_test_set() -> None:
         assert kept == round(0.1 * total)
     other = {i.id for i in split_items("mmlu", split="train", config=SplitConfig(seed=1))}
     assert other != {i.id for i in train}
+
+
+def test_validation_is_carved_out_of_train_by_template() -> None:
+    from lemon.data.splits import question_template, split_key, validation_ids
+
+    train = split_items("svamp", split="train")
+    held = validation_ids(train)
+    assert 0.15 < len(held) / len(train) < 0.35
+    # siblings (one template, other numbers) never straddle the two parts
+    side: dict[str, bool] = {}
+    for item in train:
+        key = split_key(item)
+        assert side.setdefault(key, item.id in held) == (item.id in held)
+    assert question_template("Tom has 3 apples") == question_template("Tom has 12 apples")
+    assert validation_ids(train) == held  # a pure function of the items and the seed
+    assert validation_ids(train, seed=1) != held

@@ -47,6 +47,7 @@ __all__ = [
     "normalise_question",
     "question_template",
     "split_items",
+    "validation_ids",
 ]
 
 
@@ -147,3 +148,20 @@ def split_items(
     extra = load_items(bench, source=source, directory=directory)
     train = [item for item in extra if normalise_question(item.question) not in seen]
     return train + [item for item in tests if item.id in held]
+
+
+VALIDATION_FRACTION = 0.25
+"""Share of a train split's items (by key, see :func:`validation_ids`) held out for validation."""
+
+
+def validation_ids(
+    items: list[Item], *, fraction: float = VALIDATION_FRACTION, seed: int = 0
+) -> set[str]:
+    """The ids of the train items held out for validation: every choice that is not the final
+    report (a checkpoint, a step, a run) is made on them. Drawn by :func:`split_key` (the
+    template for SVAMP and MultiArith, the normalised question otherwise), salted apart from
+    the train/test partition, so near-duplicates and repeated questions fall on one side: a
+    row split would put an item's sibling on the other."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"the validation fraction must be in (0, 1), got {fraction}")
+    return {i.id for i in items if _fraction(seed, "validation:" + split_key(i)) < fraction}
