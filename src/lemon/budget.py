@@ -46,7 +46,7 @@ PROMPT_ALLOWANCE = 64
 """Tokens a chat template may add around a prompt's text (role markers, a default system
 prompt: SmolLM2's and Qwen2.5's add about 20 to 30), in :func:`prompt_bound`."""
 
-_NUMBER = re.compile(r"^(?P<value>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[a-zA-Z]*)$")
+_NUMBER = re.compile(r"^(?P<value>-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))\s*(?P<unit>[a-zA-Z]*)$")
 _WALL_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _COUNT_UNITS = {"": 1.0, "k": 1000.0}
 

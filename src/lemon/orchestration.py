@@ -33,6 +33,7 @@ from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.engine.results import RunResult, RunStatus
 from lemon.events import SpecReady, TraceWriter
+from lemon.policy.estimates import BudgetFit
 from lemon.policy.inference import PolicyDecision, SpecPolicy, TemplatePolicy
 from lemon.policy.template import TemplateVariant
 from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices, resolve_prices
@@ -55,6 +56,7 @@ __all__ = [
     "profile_note",
     "run_item",
     "run_task",
+    "within_budget",
 ]
 
 
@@ -178,10 +180,16 @@ async def run_task(
     cache: CallCache | None = None,
     template_variant: TemplateVariant = TemplateVariant.DEFAULT,
     policy: SpecPolicy | None = None,
+    budget_fallback: bool = False,
 ) -> TaskRun:
     """Run ``task`` with the given spec, or the one ``policy`` writes (the template policy's
     when ``policy`` is None), on exactly one of ``tiers`` (the caller's backends, left open)
-    or ``profile`` (its backends built for this run and closed after it)."""
+    or ``profile`` (its backends built for this run and closed after it).
+
+    With ``options.budget``, the spec is first checked against it (:func:`within_budget`):
+    refused with :class:`lemon.budget.BudgetRefused` before any backend is built, or, with
+    ``budget_fallback``, replaced by the best fixed team within it; the executor then holds the
+    run to it, and the result's ``budget`` carries the estimate."""
     if (profile is None) == (tiers is None):
         raise ValueError("run_task needs exactly one of profile or tiers")
     plan = await plan_task(
@@ -193,6 +201,12 @@ async def run_task(
         trace=trace,
     )
     options = options or ExecutionOptions()
+    fit = None
+    if options.budget is not None:
+        prices = tiers.prices if tiers is not None else resolve_prices(profile=profile)
+        plan, fit = within_budget(
+            plan, options, roles=roles, fallback=budget_fallback, prices=prices, trace=trace
+        )
     if options.prefill is None:
         options = replace(options, prefill=prefills(plan.kind, task))
     owned = tiers is None
@@ -217,6 +231,8 @@ async def run_task(
     finally:
         if owned:
             await close_backends(tiers.backends)
+    if fit is not None and result.budget is not None:
+        result.budget = replace(result.budget, estimate=fit.estimate, replaced=fit.replaced)
     engine = {name: getattr(result, name) for name in _RESULT_FIELDS}
     return TaskRun(
         **engine,
@@ -226,6 +242,44 @@ async def run_task(
         profile_note=tiers.note,
         tier_prices=tiers.prices,
     )
+
+
+def within_budget(
+    plan: Plan,
+    options: ExecutionOptions,
+    *,
+    roles: RoleLibrary | None,
+    fallback: bool,
+    prices: TierPrices,
+    trace: TraceWriter | None = None,
+) -> tuple[Plan, BudgetFit]:
+    """``plan`` checked against ``options.budget`` before it runs
+    (:func:`lemon.policy.estimates.fit_budget`): as it is, with its estimate, or replaced by
+    the best fixed team within the budget (``fallback``; the trace says so); raises
+    :class:`lemon.budget.BudgetRefused` when neither."""
+    from lemon.policy.estimates import fit_budget
+    from lemon.spec.roles import default_roles
+
+    if options.budget is None:
+        raise ValueError("within_budget needs options.budget")
+    fit = fit_budget(
+        plan.spec,
+        output=plan.output,
+        kind=plan.kind,
+        task=plan.task,
+        budget=options.budget,
+        fallback=fallback,
+        roles=roles or default_roles(),
+        prices=prices,
+        max_tokens=options.decoding.max_tokens,
+    )
+    if fit.origin is None:
+        return plan, fit
+    text = format_spec(fit.spec, output=fit.output)
+    plan = replace(plan, spec=fit.spec, output=fit.output, text=text, origin=fit.origin)
+    if trace is not None:
+        trace.emit(SpecReady(origin=fit.origin))
+    return plan, fit
 
 
 @dataclass(frozen=True, slots=True)

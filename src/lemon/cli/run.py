@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     options = ExecutionOptions(
         decoding=Decoding(max_tokens=args.max_tokens, seed=args.seed),
         deadline_s=args.deadline,
+        budget=_budget(args),
     )
     if args.policy is not None and parsed is not None:
         raise UsageError("give --spec or --policy, not both")
@@ -160,10 +161,13 @@ def run(args: argparse.Namespace) -> int:
                 options=options,
                 trace=trace,
                 policy=policy,
+                budget_fallback=args.budget_fallback,
             )
         finally:
             if policy is not None:
                 await policy.aclose()
+
+    from lemon.budget import BudgetRefused
 
     try:
         result = asyncio.run(go())
@@ -178,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
                     correct=bool(verdict["correct"]),
                 )
             )
+    except BudgetRefused as refused:  # before any agent ran
+        _refused(args, refused)
+        return EXIT_INVALID
     finally:
         trace.close()
     _show(args, result, verdict=verdict, events=trace.events, policy=policy, task=task)
@@ -205,13 +212,57 @@ def _show(
     print(result.profile_note, file=sys.stderr)
     print(render_table(events), file=sys.stderr)
     print(result.answer if result.answer is not None else f"FAILED: {result.error}")
-    cost = _cost_line(result, policy, task)
+    # the team that ran: not the policy's when the budget replaced its spec
+    replaced = result.budget is not None and result.budget.replaced is not None
+    cost = _cost_line(result, None if replaced else policy, task)
     if cost:
         print(cost, file=sys.stderr)
+    if result.budget is not None:
+        print(_budget_line(result.budget), file=sys.stderr)
     if verdict is not None:
         read = "no number" if verdict["extracted"] is None else f"{verdict['extracted']:g}"
         mark = "correct" if verdict["correct"] else "wrong"
         print(f"{verdict['id']}: expected {verdict['expected']}, the team answered {read}: {mark}")
+
+
+def _budget(args: argparse.Namespace) -> Any:
+    """``--budget`` as a :class:`lemon.budget.Budget` (None without one); a usage error that
+    names the field when it does not parse."""
+    from lemon.budget import BudgetError, parse_budget
+
+    if args.budget is None:
+        if args.budget_fallback:
+            raise UsageError("--budget-fallback needs --budget")
+        return None
+    try:
+        return parse_budget(args.budget, source="--budget")
+    except BudgetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _refused(args: argparse.Namespace, refused: Any) -> None:
+    """A run the budget refused before it started: the reason (naming the budget) on stderr,
+    and with ``--json`` the refusal as one object on stdout."""
+    print(f"lemon run: refused: {refused.reason}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(refused.to_json(), ensure_ascii=False))
+
+
+def _budget_line(use: Any) -> str:
+    """The budget, what the run spent against it, the estimate and why it stopped, in words
+    with units."""
+    line = f"budget {use.budget.text()} ({use.budget.describe()}): spent {use.tokens} worker "
+    line += f"tokens, {use.cost:.1f} tier-priced tokens, {use.wall_s:.1f} s"
+    if use.estimate is not None:
+        line += (
+            f"; estimated before the run at {use.estimate.tokens:.0f} worker tokens, "
+            f"{use.estimate.cost:.0f} tier-priced tokens ({use.estimate.basis})"
+        )
+    if use.replaced is not None:
+        line += f"; the spec asked for was replaced: {use.replaced}"
+    if use.reason is not None:
+        line += f"; stopped by the budget: {use.reason}"
+    return line
 
 
 def register(sub: Any) -> None:
@@ -255,4 +306,19 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--deadline", type=float, default=900.0, help="seconds for the whole run")
+    p.add_argument(
+        "--budget",
+        metavar="LIMITS",
+        default=None,
+        help="limits on the run, any of tokens=N (worker tokens, prompt + completion), cost=N "
+        "(tier-priced tokens: a medium-tier token costs 1) and wall=T (60s, 2m), e.g. "
+        "tokens=2000,cost=800,wall=60s; a spec whose estimate exceeds it is refused (exit 1), "
+        "and the run is held to it (docs/budgets.md)",
+    )
+    p.add_argument(
+        "--budget-fallback",
+        action="store_true",
+        help="when the spec's estimate exceeds --budget, run the best fixed team whose "
+        "measured cost fits it instead of refusing (spec_origin says so)",
+    )
     p.set_defaults(handler=run)

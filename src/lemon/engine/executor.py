@@ -340,7 +340,7 @@ class _Run:
         )
         if grant is None:
             reason = (
-                f"budget {self.options.budget.label()} spent before the agent started "
+                f"{self.options.budget.label()} spent before the agent started "
                 f"({self.meter.spent_words()}; its prompt alone is {prompt_tokens} tokens)"
             )
             self.meter.stop(f"agent {agent.name!r} not started: {reason}")
