@@ -67,11 +67,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the ghz build helper lives with the service tests
-    sys.path.insert(0, str(ROOT))
+from lemon_testing.tools import ensure_tool
 
-from tests.service.tools import ensure_tool  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TASK = "Natalia sold 48 clips in April and half as many in May. How many clips in total?"
 

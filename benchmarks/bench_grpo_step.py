@@ -1,6 +1,6 @@
 """Cost of span advantages: one GRPO optimisation step with (B, T) advantages vs TRL's plain one.
 
-Both sides use the same tiny model (:mod:`tests.tiny_models`), the same batch of
+Both sides use the same tiny model (:mod:`lemon_testing.tiny_models`), the same batch of
 completions and the same fixed rewards, so generation, reward functions and mutant
 executions are excluded. One step = build the advantages (plain: TRL's ``(B,)`` group
 advantages; span: the same plus ``λ_cf · Δc`` on each completion's span tokens, built from
@@ -26,11 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-for _path in (ROOT, ROOT / "benchmarks"):  # tests.tiny_models; simloop beside this file
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="lemon bench grpo-step", description=__doc__)
@@ -49,12 +44,12 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import copy
 
     from datasets import Dataset
-    from tests.tiny_models import tiny_policy_model
     from trl import GRPOConfig, GRPOTrainer
 
     from lemon.learning.simulator import make_tasks, synthetic_messages
     from lemon.learning.training_config import CounterfactualConfig
     from lemon.reward import RewardConfig
+    from lemon_testing.tiny_models import tiny_policy_model
     from lemon_train.grpo import CounterfactualGRPOTrainer
     from lemon_train.loading import load_model_and_tokenizer
     from lemon_train.rewards import SyntheticReward
@@ -192,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "batch": args.batch,
         "completion_tokens": args.length,
-        "model": f"tiny Llama, hidden {args.hidden}, 2 layers (tests.tiny_models)",
+        "model": f"tiny Llama, hidden {args.hidden}, 2 layers (lemon_testing.tiny_models)",
         "threads": args.threads,
     }
     if args.json:

@@ -37,15 +37,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lemon.resources.crds import GROUP, PLURALS, VERSION
+from lemon_cluster.controlplane import ControlPlane, ensure_binaries, ensure_tools
+from lemon_testing.watching import custom_objects
+from lemon_testing.watching import follow as follow_kind
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tests
-    sys.path.insert(0, str(ROOT))
-
-from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
-from tests.k8s.watching import custom_objects  # noqa: E402
-from tests.k8s.watching import follow as follow_kind  # noqa: E402
-
-from lemon.resources.crds import GROUP, PLURALS, VERSION  # noqa: E402
 
 PLURAL = PLURALS["LemonSpec"]
 NAMESPACE = "bench"

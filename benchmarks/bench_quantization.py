@@ -23,10 +23,7 @@ import asyncio
 import json
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_batching import PROMPTS
 from bench_batching import run as run_batching

@@ -61,16 +61,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the control-plane helper lives with the k8s tests
-    sys.path.insert(0, str(ROOT))
+from lemon_cluster.controlplane import ControlPlane, ensure_binaries, ensure_tools
+from lemon_cluster.launching import vendored_crds
+from lemon_testing.watching import custom_objects
+from lemon_testing.watching import follow as follow_kind
 
-from tests.k8s.controlplane import ControlPlane, ensure_binaries, ensure_tools  # noqa: E402
-from tests.k8s.vendored_crds import INFERENCESERVICE_CRD  # noqa: E402
-from tests.k8s.watching import custom_objects  # noqa: E402
-from tests.k8s.watching import follow as follow_kind  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 GROUP, VERSION, PLURAL = "lemon.ai", "v1alpha1", "lemonruns"
+
+
+def _inferenceservice_crd() -> Path:
+    """KServe's InferenceService CRD as released (the pinned file ``lemon cluster up`` installs,
+    its sha256 checked)."""
+    return next(p for p in vendored_crds(ROOT) if "inferenceservices" in p.name)
+
+
 NAMESPACE = "bench"
 TASK = "Natalia sold 48 clips in April and half as many in May. How many clips in total?"
 ROLES = ("planner", "math_solver", "verifier")
@@ -455,7 +461,7 @@ def _start_stack(
     # KServe's own InferenceService CRD, vendored; too large for a client-side apply
     _kubectl(
         kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"),
-        "-f", str(INFERENCESERVICE_CRD),
+        "-f", str(_inferenceservice_crd()),
     )  # fmt: skip
     # kopf watches only the kinds that discovery serves when it starts (an InferenceService
     # kind it missed then is never watched, and the profile never sees its tier turn ready):

@@ -1,13 +1,13 @@
 """Tracing overhead: the executor with OpenTelemetry tracing on against the same with it off.
 
 The workload is ``lemon bench engine``'s: a 64-agent layered DAG (8 levels of width 8) on the
-scripted backend (a test double, not a model) answering every call after a fixed latency L.
-Tracing on is the real export path: the SDK's TracerProvider with a BatchSpanProcessor and the
-OTLP/HTTP exporter, sending to a real OTLP receiver on loopback (tests/service/otlp_receiver.py,
-a subprocess); every run records 129 spans (the run, 64 agents, 64 model calls). Off is the
-default: no provider, every hook one ``is None`` check. The two run side by side in the same
-process, alternating which goes first; ``ratio`` is the median wall time on over the median off
-(goal <= 1.05). ``spans_received`` is what reached the receiver, so "on" is known to have traced.
+scripted backend (a test double, not a model) answering every call after a fixed latency L. Tracing
+on is the real export path: the SDK's TracerProvider with a BatchSpanProcessor and the OTLP/HTTP
+exporter, sending to a real OTLP receiver on loopback (testing/lemon_testing/otlp_receiver.py, a
+subprocess); every run records 129 spans (the run, 64 agents, 64 model calls). Off is the default:
+no provider, every hook one ``is None`` check. The two run side by side in the same process,
+alternating which goes first; ``ratio`` is the median wall time on over the median off (goal <=
+1.05). ``spans_received`` is what reached the receiver, so "on" is known to have traced.
 ``off_start_ns`` and ``off_headers_ns`` time the off path's two entry points alone.
 
 Run: ``lemon bench tracing --json``.
@@ -19,24 +19,18 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the workload and the OTLP receiver live beside the tests
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.bench_engine import layered_spec  # noqa: E402
-from tests.service.conftest import OTLPReceiver  # noqa: E402
-
-from lemon import telemetry  # noqa: E402
-from lemon.backends.base import Backend  # noqa: E402
-from lemon.backends.scripted import ScriptedBackend, ScriptedConfig  # noqa: E402
-from lemon.engine.executor import ExecutionOptions, execute  # noqa: E402
-from lemon.engine.tracing import RunSpans  # noqa: E402
-from lemon.spec import Capacity, compile_spec  # noqa: E402
+from bench_engine import layered_spec  # the workload, beside this script
+from lemon import telemetry
+from lemon.backends.base import Backend
+from lemon.backends.scripted import ScriptedBackend, ScriptedConfig
+from lemon.engine.executor import ExecutionOptions, execute
+from lemon.engine.tracing import RunSpans
+from lemon.spec import Capacity, compile_spec
+from lemon_testing.otlp_receiver import OTLPReceiver
 
 
 def _provider(endpoint: str) -> object:

@@ -60,11 +60,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-for _path in (ROOT, ROOT / "experiments" / "credit-in-simulator"):  # tests.tiny_models; simloop
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
 RESULTS = Path(__file__).resolve().parent / "results"
 HELD_OUT_SEED = 777
 SFT_SEED = 500
@@ -132,7 +127,7 @@ def simulator_figures(held: list[Any]) -> dict[str, Any]:
 
 def tokenizer_dir(work: Path) -> Path:
     """The policies' tokenizer (trained deterministically), saved under ``work``."""
-    from tests.tiny_models import train_tokenizer
+    from lemon_testing.tiny_models import train_tokenizer
 
     tok_dir = work / "tokenizer"
     train_tokenizer().save_pretrained(tok_dir)

@@ -5,7 +5,7 @@ paired seeds, four arms). This one runs :mod:`lemon.learning.simulator` (simulat
 ``lemon_train.grpo.run``, TRL's trainer, and reproduces ``results/v1/`` beside this file.
 
 For each seed: a tiny random Llama (with a small byte-level BPE trained on the simulator's
-text, :mod:`tests.tiny_models`) is SFT-warm-started on
+text, :mod:`lemon_testing.tiny_models`) is SFT-warm-started on
 teacher specs of the simulator (:mod:`lemon.learning.simulator`: valid specs with the right
 role but random tiers, duties and verifier), its invalid-spec rate is measured on fresh tasks
 (sampled at the GRPO temperature), then GRPO runs twice from that same SFT version: global-only
@@ -37,11 +37,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[2]
-for _path in (ROOT, ROOT / "experiments" / "credit-in-simulator"):  # tests.tiny_models; simloop
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
 
 RESULTS = Path(__file__).resolve().parent / "results" / "v1"
 
@@ -206,9 +201,8 @@ def _grpo(
 
 def warm_start(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, Any]]:
     """The one SFT warm start every seed's GRPO runs start from, and its invalid-spec rate."""
-    from tests.tiny_models import tiny_policy_model
-
     from lemon.learning.training_config import TrainingConfig
+    from lemon_testing.tiny_models import tiny_policy_model
     from lemon_train import sft
 
     tiny = tiny_policy_model(work / f"tiny-h{args.hidden}", hidden_size=args.hidden)

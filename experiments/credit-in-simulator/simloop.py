@@ -2,7 +2,7 @@
 
 ``lemon bench learning`` needs 4 arms × 5 seeds × a few hundred steps on two shared CPU cores
 in under 20 minutes. TRL's ``GRPOTrainer`` with even the tiny Llama of
-:mod:`tests.tiny_models` takes about a second per step here (most of it Python overhead
+:mod:`lemon_testing.tiny_models` takes about a second per step here (most of it Python overhead
 of generation), so the benchmark runs this loop instead. What it shares with
 ``lemon train grpo`` (:mod:`lemon_train.grpo`), line for line:
 

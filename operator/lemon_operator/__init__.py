@@ -8,7 +8,7 @@ one module per kind; ``reconciling`` is their kit (the object as read under its 
 ``locking``, conditions stamped once, owned objects converged by server-side apply);
 ``manifests`` builds the objects the operator owns (pure functions); ``statuses`` computes
 conditions; ``run_plans`` and ``run_results`` are a run's pure parts; ``kube`` is the one module
-that talks to the API server (``fake_kube`` is the same interface in memory, for unit tests) and
+that talks to the API server (``lemon_testing.fake_kube``, for tests, is the same in memory) and
 ``service`` the one that talks to the orchestration service (through ``lemon_api``); ``rbac``
 holds the ClusterRole the operator needs. Built on the core package ``lemon``; it never imports
 the service or training packages.

@@ -2,7 +2,7 @@
 
 :class:`Client` is the interface the handlers use; :class:`RestClient` implements it on the
 official ``kubernetes`` client (synchronous; kopf runs sync handlers in threads), and
-:class:`lemon_operator.fake_kube.FakeClient` in memory, for unit tests of the handlers.
+:class:`lemon_testing.fake_kube.FakeClient` in memory, for unit tests of the handlers.
 ``Conflict`` (409) and ``NotFound`` (404) are turned into outcomes the handlers can reason
 about, in one place (:func:`_tolerating`); any other API error propagates and kopf retries the
 handler. Owned objects are written with server-side apply (:meth:`Client.apply`, field manager

@@ -49,8 +49,8 @@ def _grpo(out: Path) -> None:
     from lemon.learning.simulator import canonical_specs, make_tasks, synthetic_messages
     from lemon.learning.training_config import TrainingConfig
     from lemon.spec.formatting import format_spec
+    from lemon_testing.tiny_models import tiny_policy_model
     from lemon_train import sft
-    from tests.tiny_models import tiny_policy_model
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

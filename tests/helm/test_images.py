@@ -186,7 +186,9 @@ def test_dockerignore_keeps_what_the_builds_copy_and_nothing_else() -> None:
     }  # fmt: skip
     for source in copied:
         assert included(source), f".dockerignore drops {source}, which a build copies"
-    for private in (".venv", "tests", ".git", "src/lemon/__pycache__", "benchmarks", "helm"):
+    private_paths = (".venv", "tests", "testing", ".git", "src/lemon/__pycache__", "benchmarks",
+                     "experiments", "tables", "helm")  # fmt: skip
+    for private in private_paths:
         assert not included(private), f".dockerignore lets {private} into the build context"
 
 
@@ -208,6 +210,10 @@ def test_the_wheel_the_images_install_builds_with_all_edge_packages(tmp_path: Pa
         ).decode()
     for package in ("lemon", "lemon_operator", "lemon_service", "lemon_train"):
         assert f"{package}/__init__.py" in names, package
+    # the test doubles, the harnesses and the experiments never ship
+    tops = {name.split("/", 1)[0] for name in names}
+    assert not tops & {"lemon_testing", "tests", "benchmarks", "experiments"}, tops
+    assert "lemon_operator/fake_kube.py" not in names
     from lemon.policy.shipped import PINNED
 
     shipped = {n.removeprefix("lemon/policy/learned/") for n in names if "policy/learned/" in n}

@@ -113,7 +113,7 @@ def _sft_rows(count: int) -> str:
 def test_a_training_job_runs_here_and_its_version_serves_a_policy_run(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    from tests.tiny_models import tiny_test_model
+    from lemon_testing.tiny_models import tiny_test_model
 
     base = tiny_test_model(tmp_path / "tiny-llama")
     data = cluster.state / "volumes" / "lemon-data"

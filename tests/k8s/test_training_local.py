@@ -51,7 +51,7 @@ def test_the_job_command_trains_a_version_lemon_run_loads(
 ) -> None:
     import torch
 
-    from tests.tiny_models import tiny_test_model
+    from lemon_testing.tiny_models import tiny_test_model
     from tests.train.conftest import sft_rows
 
     wait = waiter(kubectl, operator_process, namespace)

@@ -20,7 +20,7 @@ from tests.conftest import LEMON, ROOT
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer random Llama (float32) saved with the packaged SmolLM2 tokenizer; untied, so
     that it writes words rather than echoing newlines."""
-    from tests.tiny_models import tiny_test_model
+    from lemon_testing.tiny_models import tiny_test_model
 
     return tiny_test_model(tmp_path_factory.mktemp("models") / "tiny-llama", tie_embeddings=False)
 

@@ -14,11 +14,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from lemon_testing.otlp_receiver import OTLPReceiver
 from tests.conftest import LEMON, ROOT
 
 STARTUP_S = 60.0
@@ -186,42 +186,6 @@ def scripted_server(service_logs: Path) -> Iterator[ServeProcess]:
     )
     yield server
     server.stop()
-
-
-class OTLPReceiver:
-    """tests/service/otlp_receiver.py as a subprocess; ``spans()`` reads what it received."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.out = log_dir / f"otlp-{self.port}.jsonl"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.service.otlp_receiver", "--port", str(self.port),
-             "--out", str(self.out)],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        if not _healthy(f"{self.endpoint}/health", self.process):
-            self.kill()
-            raise RuntimeError("the OTLP receiver did not start")
-
-    def env(self, *, service: str) -> dict[str, str]:
-        """The standard variables that point ``lemon serve`` at this receiver."""
-        return {
-            "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
-            "OTEL_SERVICE_NAME": service,
-            "OTEL_BSP_SCHEDULE_DELAY": "100",  # milliseconds between batch exports
-        }
-
-    def spans(self) -> list[dict[str, Any]]:
-        from tests.service.otlp_receiver import read_spans
-
-        return read_spans(self.out)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -1,5 +1,5 @@
 """Generic gRPC clients nobody here wrote — grpcurl and ghz, built through the Go module
-proxy (tests/service/tools.py) — list the service through reflection and call it."""
+proxy (testing/lemon_testing/tools.py) — list the service through reflection and call it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import subprocess
 from pathlib import Path
 
+from lemon_testing.tools import ensure_tool
 from tests.conftest import ROOT
 from tests.service.conftest import ServeProcess
 from tests.service.test_rpcs import TASK
-from tests.service.tools import ensure_tool
 
 
 def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,5 +1,5 @@
-"""Traces and metrics of a real ``lemon serve`` process: the spans a run exports over OTLP to a
-real receiver on loopback (tests/service/otlp_receiver.py), continuing the caller's trace and
+"""Traces and metrics of a real ``lemon serve`` process: the spans a run exports over OTLP to a real
+receiver on loopback (testing/lemon_testing/otlp_receiver.py), continuing the caller's trace and
 reaching the tier's HTTP server; ``/metrics`` scraped over HTTP and parsed by prometheus_client's
 own parser, moving as calls are made."""
 
@@ -18,9 +18,9 @@ import pytest
 from lemon_api.client import LemonClient
 from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
+from lemon_testing.otlp_receiver import OTLPReceiver
 from tests.service.conftest import (
     OpenAIServer,
-    OTLPReceiver,
     ServeProcess,
     free_port,
     scrape,

@@ -21,7 +21,7 @@ EXAMPLE_SPECS = sorted((ROOT / "examples" / "specs").glob("*.yaml"))
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tiny_models import tiny_test_model
+    from lemon_testing.tiny_models import tiny_test_model
 
     return tiny_test_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tiny_models import tiny_policy_model
+    from lemon_testing.tiny_models import tiny_policy_model
 
     return tiny_policy_model(tmp_path_factory.mktemp("models") / "tiny-policy", hidden_size=32)
 

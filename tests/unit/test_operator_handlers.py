@@ -1,4 +1,4 @@
-"""The operator's handlers on the in-memory client (lemon_operator.fake_kube): the reconcile
+"""The operator's handlers on the in-memory client (lemon_testing.fake_kube): the reconcile
 logic without an API server. The k8s tier runs the same handlers, through kopf, against a real
 kube-apiserver."""
 
@@ -11,7 +11,7 @@ import yaml
 
 from lemon.resources.lemon_training import produced_version
 from lemon_operator import capacity_profiles, kube, manifests, policies, specs, trainings
-from lemon_operator.fake_kube import FakeClient, merge_patch
+from lemon_testing.fake_kube import FakeClient, merge_patch
 from tests.conftest import ROOT
 
 NS = "team-a"

@@ -10,6 +10,7 @@ its result, as ``lemon bench grpc --rpc submit``).
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,9 +19,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
-sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
-
-import bench_grpc as bench  # noqa: E402
+# the harness, loaded from its file (a script beside the others, not an installed module)
+_spec = importlib.util.spec_from_file_location("bench_grpc", ROOT / "benchmarks/bench_grpc.py")
+assert _spec is not None
+assert _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """grpcurl and ghz — generic gRPC clients nobody here wrote — built through the Go module
 proxy into ``~/.cache/lemon/tools/bin`` (a no-op once built).
 
-``python -m tests.service.tools`` builds both (scripts/test calls it); tests call
+``python -m lemon_testing.tools`` builds both (scripts/test calls it); tests call
 :func:`ensure_tool` on first use and fail with the build's error, never skip.
 """
 

@@ -1,4 +1,4 @@
-"""Tiny models for tests and benchmarks (never shipped in the training job's package).
+"""Tiny models for the tests, the benchmarks and the experiments (never shipped).
 
 - :func:`tiny_test_model`: a tiny random Llama with the packaged SmolLM2 tokenizer (real chat
   template and vocabulary; trains in seconds on a CPU).

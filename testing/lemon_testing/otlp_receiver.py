@@ -1,5 +1,6 @@
 """A small real OTLP/HTTP trace receiver, run as a subprocess by the tracing tests and
-``lemon bench tracing``: ``python -m tests.service.otlp_receiver --port P --out FILE``.
+``lemon bench tracing`` (:class:`OTLPReceiver` starts it):
+``python -m lemon_testing.otlp_receiver --port P --out FILE``.
 
 It accepts ``POST /v1/traces`` (``application/x-protobuf``, gzip or not) as a collector's port
 4318 does, decodes ``ExportTraceServiceRequest`` with opentelemetry-proto's own messages and
@@ -12,7 +13,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import socket
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+__all__ = ["OTLPReceiver", "main", "read_spans"]
+
+STARTUP_S = 60.0
 
 KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 
@@ -121,6 +130,56 @@ def main() -> None:
     args.out.touch()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(args.out))
     server.serve_forever()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OTLPReceiver:
+    """This module as a subprocess on a free loopback port, appending to a file in ``log_dir``;
+    ``spans()`` reads what it received."""
+
+    def __init__(self, log_dir: Path) -> None:
+        import httpx
+
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.out = log_dir / f"otlp-{self.port}.jsonl"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "lemon_testing.otlp_receiver", "--port", str(self.port),
+             "--out", str(self.out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + STARTUP_S
+        while self.process.poll() is None and time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.endpoint}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError("the OTLP receiver did not start")
+
+    def env(self, *, service: str) -> dict[str, str]:
+        """The standard variables that point ``lemon serve`` at this receiver."""
+        return {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
+            "OTEL_SERVICE_NAME": service,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",  # milliseconds between batch exports
+        }
+
+    def spans(self) -> list[dict[str, Any]]:
+        return read_spans(self.out)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 if __name__ == "__main__":
