@@ -357,3 +357,42 @@ def test_cost_sensitive_rows_are_every_team_weighted_by_reward(tmp_path: Path) -
                      "--cost-sensitive", "--balance")  # fmt: skip
     assert both.returncode == 2
     assert "not allowed with" in both.stderr
+
+
+def test_cost_weighted_rows_state_their_weight_and_trade_accuracy_for_cost(
+    tmp_path: Path,
+) -> None:
+    """v3 rows, once per cost weight: at 0.02 the large team (300 priced tokens) is taught
+    where medium fails; at 4 per 1,000 tokens a correct large answer loses more than it earns
+    (1 - 1.2 < 0), so no row teaches large and only medium's items are kept. The train table's
+    fit and validation parts split its items by template, with nothing in both."""
+    from tests.conftest import run_lemon
+    from tests.unit.test_table_report import _table
+
+    table = _table(tmp_path / "svamp-train", "train", 40, samples=False)
+    out = tmp_path / "rows.jsonl"
+    v3 = ("--prompt-format", "lemon-policy-prompt/v3", "--cost-weights", "0.02,4")
+    done = run_lemon("teacher", "tables", str(table.path), "--out", str(out), *v3)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    by_weight: dict[float, set[str]] = {}
+    for row in rows:
+        weight = row["provenance"]["cost_weight"]
+        assert (
+            f"Cost weight: {weight:g} per 1,000 tier-priced tokens." in row["prompt"][1]["content"]
+        )
+        by_weight.setdefault(weight, set()).add(row["provenance"]["chosen"])
+    assert by_weight[0.02] == {"single-medium", "single-large"}
+    assert by_weight[4.0] == {"single-medium"}
+    parts = {}
+    for part in ("fit", "validation"):
+        path = tmp_path / f"{part}.jsonl"
+        assert run_lemon("teacher", "tables", str(table.path), "--out", str(path),
+                         "--part", part).returncode == 0  # fmt: skip
+        parts[part] = {json.loads(line)["id"] for line in path.read_text().splitlines()}
+    assert parts["fit"]
+    assert parts["validation"]
+    assert not parts["fit"] & parts["validation"]
+    bad = run_lemon("teacher", "tables", str(table.path), "--out", str(out), "--cost-weights", "1")
+    assert bad.returncode == 2
+    assert "needs --prompt-format lemon-policy-prompt/v3" in bad.stderr

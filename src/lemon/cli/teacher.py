@@ -224,38 +224,47 @@ def _token_counter() -> tuple[Any, str]:
 
 
 def run_tables(args: argparse.Namespace) -> int:
-    """Rows from an outcome table: per item the best team by R_orch at full cost."""
+    """Rows from outcome tables: per item the best team by R_orch at full cost."""
     import json
 
     from lemon.atomic import write_text
     from lemon.pricing import policy_price
+    from lemon.reward import RewardConfig
     from lemon.tables.store import Table, TableError
-    from lemon.teaching.from_tables import table_teacher_rows, weighted_copies
+    from lemon.teaching.from_tables import TableTeacher, table_teacher_rows, weighted_copies
 
     if args.max_repeat < 1:
         raise UsageError("--max-repeat must be at least 1")
-    try:
-        table = Table.open(args.table)
-    except TableError as exc:
-        raise UsageError(str(exc)) from None
+    weights = _cost_weights(args.cost_weights)
+    if weights and args.prompt_format != "lemon-policy-prompt/v3":
+        raise UsageError("--cost-weights needs --prompt-format lemon-policy-prompt/v3")
     count, how = _token_counter()
-    items = table.items[args.offset : args.offset + args.limit if args.limit else None]
-    from lemon.reward import RewardConfig
-
     rewards = RewardConfig(
         token_cost=args.token_cost, agent_cost=args.agent_cost, edge_cost=args.edge_cost
     )
-    result = table_teacher_rows(
-        table,
-        teams=[t for t in (args.teams or "").split(",") if t] or None,
-        rewards=rewards,
-        prompt_format=args.prompt_format,
-        count_tokens=count,
-        policy_price=policy_price(None),
-        min_success=args.min_success,
-        items=items,
-        cost_sensitive=args.cost_sensitive,
-    )
+    result, n_items = TableTeacher(), 0
+    for path in args.table:
+        try:
+            table = Table.open(path)
+        except TableError as exc:
+            raise UsageError(str(exc)) from None
+        items = _part(table, args.part)[
+            args.offset : args.offset + args.limit if args.limit else None
+        ]
+        n_items += len(items)
+        table_teacher_rows(
+            table,
+            teams=[t for t in (args.teams or "").split(",") if t] or None,
+            rewards=rewards,
+            prompt_format=args.prompt_format,
+            count_tokens=count,
+            policy_price=policy_price(None),
+            min_success=args.min_success,
+            items=items,
+            cost_sensitive=args.cost_sensitive,
+            cost_weights=weights,
+            out=result,
+        )
     if args.shuffle is not None and args.cost_sensitive:  # each item taught another's weights
         import random
 
@@ -294,13 +303,40 @@ def run_tables(args: argparse.Namespace) -> int:
     write_text(args.out, "".join(written))
     chosen = ", ".join(f"{t} {n}" for t, n in sorted(result.chosen.items(), key=lambda x: -x[1]))
     print(
-        f"{len(result.rows)} rows from {len(items)} items ({result.dropped} where no team "
+        f"{len(result.rows)} rows from {n_items} items ({result.dropped} where no team "
         f"succeeded dropped); chosen: {chosen}"
         + (f"; {len(written)} after balancing" if args.balance else "")
         + (f"; {len(written)} rows of every team weighted by reward" if args.cost_sensitive else "")
         + f"; policy tokens: {how} -> {args.out}"
     )
     return EXIT_OK
+
+
+def _cost_weights(text: str | None) -> list[float]:
+    if not text:
+        return []
+    try:
+        weights = [float(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise UsageError(f"--cost-weights: not a list of numbers: {text!r}") from None
+    if any(w < 0 for w in weights):
+        raise UsageError(f"--cost-weights: weights must be >= 0, got {text!r}")
+    return weights
+
+
+def _part(table: Any, part: str) -> list[str]:
+    """The table's items in ``part``: all, the fit part of train, or its validation part."""
+    if part == "all":
+        return list(table.items)
+    from lemon.data import Benchmark
+    from lemon.data.splits import validation_ids
+    from lemon.scoring import item_index
+
+    if table.meta.split != "train":
+        raise UsageError(f"--part {part} needs a train table; {table.path} is {table.meta.split}")
+    index = item_index(Benchmark(table.meta.benchmark))
+    held = validation_ids([index[i] for i in table.items])
+    return [i for i in table.items if (i in held) == (part == "validation")]
 
 
 def _reward_defaults() -> dict[str, float]:
@@ -378,14 +414,30 @@ def _register_tables(teachers: Any) -> None:
         "tables",
         help="rows from an outcome table: per item the team with the best R_orch at full cost",
     )
-    tables.add_argument("table", type=Path, help="an outcome table (lemon table)")
+    tables.add_argument(
+        "table", type=Path, nargs="+", help="outcome tables (lemon table); rows of all of them"
+    )
     tables.add_argument("--out", type=Path, required=True, help="the rows (JSONL), replaced")
     tables.add_argument("--teams", default=None, help="candidate teams (default: the table's)")
     tables.add_argument(
         "--prompt-format",
         default="lemon-policy-prompt/v1",
-        choices=["lemon-policy-prompt/v1", "lemon-policy-prompt/v2"],
-        help="the policy prompt the rows are written in (lemon.policy.prompt)",
+        choices=["lemon-policy-prompt/v1", "lemon-policy-prompt/v2", "lemon-policy-prompt/v3"],
+        help="the policy prompt the rows are written in (lemon.policy.prompt; v3 states the "
+        "cost weight)",
+    )
+    tables.add_argument(
+        "--cost-weights",
+        metavar="W,W,...",
+        help="v3: teach every item once per cost weight (R_orch's token_cost), the weight in "
+        "the prompt",
+    )
+    tables.add_argument(
+        "--part",
+        choices=["all", "fit", "validation"],
+        default="all",
+        help="a train table's items: all, the fit part, or the validation part "
+        "(lemon.data.splits.validation_ids: by template or sibling)",
     )
     tables.add_argument(
         "--min-success", type=float, default=1.0, help="drop items whose best team scores less"
@@ -418,6 +470,6 @@ def _register_tables(teachers: Any) -> None:
         metavar="SEED",
         help="the control: pair each item with another item's chosen team (a seeded shuffle)",
     )
-    tables.add_argument("--limit", type=int, default=0, help="first N items of the table")
+    tables.add_argument("--limit", type=int, default=0, help="first N items of each table")
     tables.add_argument("--offset", type=int, default=0)
     tables.set_defaults(handler=run_tables)

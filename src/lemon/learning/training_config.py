@@ -223,7 +223,9 @@ class TrainingConfig(_Config):
         "for GRPO on an outcome table's items, answered from the table; or 'synthetic:<N>' / "
         "'synthetic-v2:<N>' for simulator v1 / v2 (lemon.learning.training_data)."
     )
-    prompt_format: Literal["lemon-policy-prompt/v1", "lemon-policy-prompt/v2"] = Field(
+    prompt_format: Literal[
+        "lemon-policy-prompt/v1", "lemon-policy-prompt/v2", "lemon-policy-prompt/v3"
+    ] = Field(
         default="lemon-policy-prompt/v1",
         description="The policy prompt (lemon.policy.prompt) GRPO's task rows are written in "
         "and the published version expects; SFT rows carry their own prompts, written in it.",

@@ -16,6 +16,10 @@ of their weights, so greedy decoding writes the team with the best total reward 
 (the best fixed team when it reads nothing, the best team per item when it reads everything),
 where plain SFT on the best team per item learns the most frequent winner, which can be a team
 no one should pick on average.
+
+Cost weights (``cost_weights``, with the v3 prompt that states the weight): each item is taught
+once per weight, R_orch's ``token_cost`` set to that weight and the weight written in the
+prompt, so one policy learns the whole accuracy–cost curve: which team pays at which price.
 """
 
 from __future__ import annotations
@@ -60,24 +64,34 @@ def table_teacher_rows(
     min_success: float = 1.0,
     items: Sequence[str] | None = None,
     cost_sensitive: bool = False,
+    cost_weights: Sequence[float] | None = None,
+    out: TableTeacher | None = None,
 ) -> TableTeacher:
     """The SFT rows of ``table`` (every item with a cell for every team of ``teams``): the best
-    team's row per item, or with ``cost_sensitive`` every team's row and its weight."""
+    team's row per item, or with ``cost_sensitive`` every team's row and its weight; with
+    ``cost_weights``, all of it once per weight (see the module docstring). Rows are added to
+    ``out`` when given (several tables, one set of rows)."""
     from lemon.data import Benchmark
     from lemon.scoring import item_index
 
-    config = rewards or RewardConfig()
-    names = list(teams or [t for t in table.teams if not t.startswith("sample-")])
+    base = rewards or RewardConfig()
+    names = list(
+        teams or [t for t in table.teams if not t.startswith("sample-") and not _replica(t)]
+    )
     index = item_index(Benchmark(table.meta.benchmark))
-    out = TableTeacher()
-    for item_id in items if items is not None else table.items:
+    out = out if out is not None else TableTeacher()
+    weights: Sequence[float | None] = cost_weights if cost_weights else [None]
+    for item_id, weight in (
+        (i, w) for i in (items if items is not None else table.items) for w in weights
+    ):
+        config = base if weight is None else base.model_copy(update={"token_cost": weight})
         cells = {t: table.cell(item_id, t) for t in names}
         if any(c is None for c in cells.values()):
             continue
         item = index[item_id]
         task = task_text(item)
         kind = classify_task(task)
-        messages = policy_messages(task, format=prompt_format)
+        messages = policy_messages(task, format=prompt_format, cost_weight=weight)
         scored: list[tuple[float, str, Any]] = []
         for team in names:
             col = column(team)
@@ -123,6 +137,8 @@ def table_teacher_rows(
                 "policy_tokens": policy_tokens,
                 "candidates": candidates,
             }
+            if weight is not None:
+                provenance["cost_weight"] = weight
             if cost_sensitive:
                 provenance["best"] = best_team
                 provenance["weight"] = round(reward - worst, 6)
@@ -135,6 +151,12 @@ def table_teacher_rows(
                 }
             )
     return out
+
+
+def _replica(team: str) -> bool:
+    from lemon.policy.columns import replica_of
+
+    return replica_of(team) is not None
 
 
 def weighted_copies(weights: Sequence[float], *, max_repeat: int) -> list[int]:
