@@ -19,6 +19,7 @@ import asyncio
 import json
 import statistics
 import time
+from typing import Any
 
 from lemon.backends.base import Backend
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     critical = compile_spec(spec).critical_path_length
     options = ExecutionOptions(concurrency=dict.fromkeys(Capacity, 64))
 
-    def timed(coro_factory) -> float:  # type: ignore[no-untyped-def]
+    def timed(coro_factory: Any) -> float:
         started = time.perf_counter()
         asyncio.run(coro_factory())
         return time.perf_counter() - started

@@ -262,7 +262,7 @@ async def _echo_server(port: int, wall_s: float) -> None:
     from lemon_api.v1 import orchestrator_pb2 as pb
     from lemon_api.v1 import orchestrator_pb2_grpc as pb_grpc
 
-    class Echo(pb_grpc.OrchestratorServicer):  # type: ignore[misc]
+    class Echo(pb_grpc.OrchestratorServicer):
         async def Orchestrate(self, request: Any, context: Any) -> Any:
             started = time.perf_counter()
             await asyncio.sleep(wall_s)

@@ -107,7 +107,7 @@ def _trainer(args: argparse.Namespace, work: Path) -> Any:
     )
     config = config.model_copy(update={"hyperparameters": hp})
     trainer, _, tokenizer = build_trainer(config)
-    trainer.model.train()
+    trainer.model.train()  # type: ignore[union-attr]
     trainer.current_gradient_accumulation_steps = 1  # Trainer.train() sets it
     return trainer, tokenizer
 

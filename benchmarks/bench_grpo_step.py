@@ -74,13 +74,15 @@ def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     plain = GRPOTrainer(
         model=copy.deepcopy(model),
-        reward_funcs=[zero],
+        reward_funcs=[zero],  # type: ignore[list-item]
         args=config,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
     )
     reward = SyntheticReward(
-        tokenizer.decode, rewards=RewardConfig(), counterfactual=CounterfactualConfig()
+        tokenizer.decode,  # type: ignore[arg-type]
+        rewards=RewardConfig(),
+        counterfactual=CounterfactualConfig(),
     )
     span = CounterfactualGRPOTrainer(
         model=copy.deepcopy(model),

@@ -50,7 +50,7 @@ def run(base_model: str, batch: int, length: int, steps: int, lora: bool) -> dic
     from lemon_train.loading import load_tokenizer
     from lemon_train.sft import build_trainer
 
-    class StepTimer(TrainerCallback):  # type: ignore[misc]
+    class StepTimer(TrainerCallback):
         def __init__(self) -> None:
             self.times: list[float] = []
             self.started = 0.0
@@ -86,7 +86,7 @@ def run(base_model: str, batch: int, length: int, steps: int, lora: bool) -> dic
         timer = StepTimer()
         trainer.add_callback(timer)
         trainer.train()
-        tokens = sum(len(trainer.train_dataset[i]["input_ids"]) for i in range(batch))
+        tokens = sum(len(trainer.train_dataset[i]["input_ids"]) for i in range(batch))  # type: ignore[index,misc]
         device = "cuda" if torch.cuda.is_available() else "cpu"
     measured = timer.times[1:]
     return {

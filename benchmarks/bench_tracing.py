@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             off_headers_ns = _per_call_ns(telemetry.trace_headers)
             timed()  # warm-up, off
-            off, on = [], []
+            off: list[float] = []
+            on: list[float] = []
             for repeat in range(args.repeats):
                 order = ("off", "on") if repeat % 2 == 0 else ("on", "off")
                 for side in order:

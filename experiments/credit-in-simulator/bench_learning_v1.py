@@ -118,7 +118,7 @@ def invalid_rate(
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     torch.manual_seed(seed)
     with torch.no_grad():
-        out = model.generate(
+        out = model.generate(  # type: ignore[operator]
             **batch, do_sample=True, temperature=temperature, top_k=0, max_new_tokens=max_tokens
         )
     texts = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)

@@ -71,7 +71,7 @@ def _auroc(scores: Array, labels: Array) -> float:
 
 def _bootstrap(scores: Array, labels: Array, seed: int = 0) -> list[float]:
     rng = np.random.default_rng(seed)
-    n, values = len(labels), []
+    n, values = len(labels), list[float]()
     while len(values) < ROUNDS:
         idx = rng.integers(0, n, n)
         if 0 < labels[idx].sum() < n:

@@ -110,7 +110,7 @@ def configs(bench: str) -> list[Path]:
             )
             written.append(path)
         for arm, credit in (("global", False), ("credit", True), ("paid", True)):
-            grpo = {
+            grpo: dict[str, Any] = {
                 "stage": "grpo",
                 "base_model": f"policies/tables/{bench}-sft-s{seed}",
                 "data": f"table:{table}:{spec['fit']}:0",
@@ -285,7 +285,7 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
     hull = [tuple(p) for p in report["hull"]]
     oracle = [tuple(p) for p in report["methods"]["oracle"]["curve"]]
     knn_curve = [tuple(p) for p in knn.get("curve", [])]
-    knn_at = curves.curve_at(knn_curve, at) if knn_curve else None  # type: ignore[arg-type]
+    knn_at = curves.curve_at(knn_curve, at) if knn_curve else None
     return {
         "n_test": report["n_items"],
         "policy_run": name,
@@ -299,7 +299,7 @@ def benchmark_summary(bench: str) -> dict[str, Any] | None:
         if knn_at is None
         else round(
             curves.normalised_score(knn_at, at, hull, oracle) or 0.0,
-            4,  # type: ignore[arg-type]
+            4,
         ),
         "knn_accuracy_at_policy_cost": None if knn_at is None else round(knn_at, 4),
         "auroc": policy.get("auroc"),

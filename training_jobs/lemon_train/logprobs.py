@@ -6,8 +6,7 @@ projects **every** position, prompt too, "so tile shapes do not change between b
 masks the prompt's results away. On the outcome tables' SVAMP prompts (about 150 tokens before
 a completion under 50) that is 4.4 × the needed head work, in the forward and the backward
 pass; scoring the completions only makes the loss pass 2.31× [2.24, 2.38] faster there
-(4 tasks × 4 samples, one thread; ``lemon bench grpo-sampling``,
-benchmarks/results/grpo-sampling-cpu/).
+(4 tasks × 4 samples, one thread; ``lemon bench grpo-sampling``).
 
 :func:`completion_logps` runs the model's own forward with ``logits_to_keep`` (the LM head on
 the last ``k + 1`` positions only) and takes the tempered log-softmax at the completion tokens,

@@ -6,7 +6,7 @@ calls ``generate`` on all of them, so every prompt's prefill runs ``G`` times. O
 outcome tables answering the rollouts, sampling is most of a step and the prompts (about 150
 tokens) are most of what it reads. Prefilling each distinct prompt once makes sampling 1.44×
 [1.38, 1.49] faster on the SVAMP policy (4 tasks × 4 samples, one thread; ``lemon bench
-grpo-sampling``, benchmarks/results/grpo-sampling-cpu/).
+grpo-sampling``).
 
 :func:`shared_prefix_generate` prefills each distinct prompt once (all but its last token, into
 a :class:`~transformers.DynamicCache`), gathers the cache rows to the batch's order

@@ -87,7 +87,7 @@ def _cpus() -> int:
 
 DECODE_GROUPS: dict[str, int] = {"qwen2.5-coder-1.5b-instruct": 4}
 """Pinned models decoded in groups by default (:attr:`LlamaSettings.decode_group`), as measured
-on this project's 2-core AVX2 machine (``experiments/llama-batch-decode/results/``): one
+on this project's 2-core AVX2 machine (the llama-batch-decode experiment): one
 ``llama_decode`` over 8 sequences of Qwen2.5-Coder-1.5B Q4_K_M takes 7.4x one over 1, over 4
 2.3x, so two calls of 4 decode 8 agents faster than one call of 8 (``lemon bench tiers``'
 large-tier gain at 8 agents: 1.31 in one call, 1.54-1.58 in groups of 4). The small and medium

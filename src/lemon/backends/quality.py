@@ -1,5 +1,5 @@
 """Model quality checks for in-process models: the per-token perplexity that tells whether a
-dtype (weight-only layers, int8) keeps the model's quality (``benchmarks/bench_quantization.py``,
+dtype (weight-only layers, int8) keeps the model's quality (``lemon bench quantization``,
 ``tests/model/test_cpu_linear.py``)."""
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ DEFAULT_DECODING = Decoding(max_tokens=384, temperature=0.0, stop=("\n\n",))
 """Greedy, and stop at the first blank line: the canonical layout has none, and a policy that
 wrote a complete spec and then kept talking ("Answer: ...") would otherwise spoil a valid spec
 (on 50 held-out GSM8K tasks the first real-data SFT policy wrote 40 valid specs with a
-three-newline stop and 49 with this one: experiments/policy-on-real-runs/sft/)."""
+three-newline stop and 49 with this one; the policy-on-real-runs experiment)."""
 
 
 @dataclass(frozen=True, slots=True)

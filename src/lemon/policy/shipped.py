@@ -1,17 +1,16 @@
 """The learned policy that ships with the package: ``--policy learned``.
 
 A policy version directory (``lemon-policy/v1``: a LoRA adapter over the packaged
-SmolLM2-135M-Instruct, its tokenizer and ``policy.json``) under ``lemon/policy/learned/``,
-trained on the SVAMP outcome tables (``experiments/policy-tables/``, where its
-numbers and the commands that made them are): ``svamp-tables@grpo-credit-cs-s0-to20``: 20
-steps of GRPO with two-way counterfactual credit on the train table from the cost-sensitive LoRA
-SFT of seed 0 (every team of each train item a row, weighted by its reward above the item's worst
-team's), composed with it into one adapter (``python -m lemon_train.compose``): the best of the
-learned policies on the test table (0.760 at 490 tier-priced tokens an item, its own 53
-included; on the fixed teams' hull, not above: it writes program-of-thought on large for 197 of
-the 200 items).
-Every file's SHA-256 is pinned here and checked before anything is loaded, so a modified or
-truncated copy is refused with the file it found wrong, not run.
+SmolLM2-135M-Instruct, its tokenizer and ``policy.json``) under ``lemon/policy/learned/``, trained
+on the SVAMP outcome tables (the policy-tables experiment of the source checkout, where its numbers
+and the commands that made them are): ``svamp-tables@grpo-credit-cs-s0-to20``: 20 steps of GRPO with
+two-way counterfactual credit on the train table from the cost-sensitive LoRA SFT of seed 0 (every
+team of each train item a row, weighted by its reward above the item's worst team's), composed with
+it into one adapter (``python -m lemon_train.compose``): the best of the learned policies on the
+test table (0.760 at 490 tier-priced tokens an item, its own 53 included; on the fixed teams' hull,
+not above: it writes program-of-thought on large for 197 of the 200 items). Every file's SHA-256 is
+pinned here and checked before anything is loaded, so a modified or truncated copy is refused with
+the file it found wrong, not run.
 
 It is not ``lemon run``'s default: until a learned policy beats the fixed teams on the test
 tables, the default is the best fixed team for the task kind (:mod:`lemon.policy.fixed`).

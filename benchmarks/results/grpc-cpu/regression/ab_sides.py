@@ -59,7 +59,7 @@ def main() -> None:
             )
             cpu = bench._cpu_s(process.pid) - before
             keys = ("rps", "p50_ms", "p99_ms", "cold_p99_ms", "lost", "duplicated")
-            line = {"code": code or "HEAD", "rpc": rpc, "extra": extra}
+            line: dict[str, object] = {"code": code or "HEAD", "rpc": rpc, "extra": extra}
             line.update({k: load[k] for k in keys})
             line["server_cpu_ms"] = round(cpu / load["requests_sent"] * 1000, 3)
             line["load"] = os.getloadavg()[0]
