@@ -53,27 +53,22 @@ def _ratio_interval(
     seed: int = 0,
 ) -> list[float]:
     """95% bootstrap interval of ``ratio``, the tasks resampled in pairs (each task's
-    constrained and unconstrained calls together)."""
-    import random
+    constrained and unconstrained calls together; :func:`lemon.scoring.stats.paired_bootstrap`)."""
+    from lemon.scoring.stats import paired_bootstrap
 
-    rng = random.Random(seed)
-    n = len(constrained)
-    ratios = []
-    for _ in range(draws):
-        picks = [rng.randrange(n) for _ in range(n)]
-        c_s = sum(constrained[i][0] for i in picks)
-        c_t = sum(constrained[i][1] for i in picks)
-        u_s = sum(unconstrained[i][0] for i in picks)
-        u_t = sum(unconstrained[i][1] for i in picks)
-        if c_t and u_t and u_s:
-            ratios.append((c_s / c_t) / (u_s / u_t))
-    ratios.sort()
-    if not ratios:
-        return [float("nan"), float("nan")]
-    return [
-        round(ratios[int(0.025 * len(ratios))], 4),
-        round(ratios[int(0.975 * len(ratios)) - 1], 4),
+    def ratio(c_s: Any, c_t: Any, u_s: Any, u_t: Any) -> float:
+        if not (c_t.sum() and u_t.sum() and u_s.sum()):
+            return float("nan")  # a draw with no tokens on a side has no ratio
+        return float((c_s.sum() / c_t.sum()) / (u_s.sum() / u_t.sum()))
+
+    columns = [
+        [float(s) for s, _ in constrained],
+        [float(t) for _, t in constrained],
+        [float(s) for s, _ in unconstrained],
+        [float(t) for _, t in unconstrained],
     ]
+    lo, hi = paired_bootstrap(ratio, *columns, rounds=draws, seed=seed)
+    return [round(lo, 4), round(hi, 4)]
 
 
 class _StepStamped(LocalModel):

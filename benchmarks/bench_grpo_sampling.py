@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import random
 import statistics
 import sys
 import time
@@ -68,10 +67,12 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def bootstrap_mean(values: list[float], *, resamples: int = 2000, seed: int = 0) -> list[float]:
-    """95% percentile interval of the mean of ``values`` (resampled with replacement)."""
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return [round(means[int(0.025 * resamples)], 4), round(means[int(0.975 * resamples) - 1], 4)]
+    """95% percentile interval of the mean of ``values`` (the pairs resampled:
+    :func:`lemon.scoring.stats.paired_bootstrap`)."""
+    from lemon.scoring.stats import paired_bootstrap
+
+    lo, hi = paired_bootstrap(lambda x: float(x.mean()), values, rounds=resamples, seed=seed)
+    return [round(lo, 4), round(hi, 4)]
 
 
 def summary(trl: list[float], shared: list[float]) -> dict[str, Any]:

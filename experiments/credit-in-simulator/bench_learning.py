@@ -415,35 +415,30 @@ def area(curve: list[float]) -> float:
 
 def _bootstrap(pairs: list[tuple[float, float]], count: int, seed: int = 0) -> dict[str, Any]:
     """Ratio of means and mean paired difference of ``(a, b)`` pairs, with 95% percentile
-    bootstrap intervals (seeds resampled with replacement, pairs kept together)."""
-    rng = random.Random(seed)
-    n = len(pairs)
+    bootstrap intervals (seeds resampled with replacement, pairs kept together:
+    :func:`lemon.scoring.stats.paired_bootstrap`)."""
+    from lemon.scoring.stats import paired_bootstrap
 
-    def stats(sample: list[tuple[float, float]]) -> tuple[float, float]:
-        a = statistics.fmean(x for x, _ in sample)
-        b = statistics.fmean(y for _, y in sample)
-        return (a / b if b else float("inf")), a - b
+    def ratio_of_means(a: Any, b: Any) -> float:
+        return float(a.mean() / b.mean()) if b.mean() else float("inf")
 
-    ratio, diff = stats(pairs)
-    ratios, diffs = [], []
-    for _ in range(count):
-        r, d = stats([pairs[rng.randrange(n)] for _ in range(n)])
-        ratios.append(r)
-        diffs.append(d)
-    ratios.sort()
-    diffs.sort()
+    def difference(a: Any, b: Any) -> float:
+        return float((a - b).mean())
 
-    def ci(values: list[float]) -> list[float]:
-        return [
-            round(values[int(0.025 * (count - 1))], 4),
-            round(values[int(0.975 * (count - 1))], 4),
-        ]
+    first, second = [a for a, _ in pairs], [b for _, b in pairs]
+    a, b = statistics.fmean(first), statistics.fmean(second)
+
+    def ci(statistic: Any) -> list[float]:
+        if statistic is ratio_of_means and not any(second):
+            return [float("inf"), float("inf")]  # every draw divides by zero
+        lo, hi = paired_bootstrap(statistic, first, second, rounds=count, seed=seed)
+        return [round(lo, 4), round(hi, 4)]
 
     return {
-        "ratio": round(ratio, 4),
-        "ratio_ci95": ci(ratios),
-        "difference": round(diff, 4),
-        "difference_ci95": ci(diffs),
+        "ratio": round(a / b if b else float("inf"), 4),
+        "ratio_ci95": ci(ratio_of_means),
+        "difference": round(a - b, 4),
+        "difference_ci95": ci(difference),
         "pairs": [[round(a, 2), round(b, 2)] for a, b in pairs],
     }
 

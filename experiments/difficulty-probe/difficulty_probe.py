@@ -70,14 +70,13 @@ def _auroc(scores: Array, labels: Array) -> float:
 
 
 def _bootstrap(scores: Array, labels: Array, seed: int = 0) -> list[float]:
-    rng = np.random.default_rng(seed)
-    n, values = len(labels), list[float]()
-    while len(values) < ROUNDS:
-        idx = rng.integers(0, n, n)
-        if 0 < labels[idx].sum() < n:
-            values.append(_auroc(scores[idx], labels[idx]))
-    lo, hi = np.percentile(values, [2.5, 97.5])
-    return [round(float(lo), 4), round(float(hi), 4)]
+    """The AUROC's 95% interval: items resampled (:func:`lemon.scoring.stats.paired_bootstrap`,
+    scores and labels together). A draw with one class only has no AUROC and stops it (never at
+    these tables' sizes)."""
+    from lemon.scoring.stats import paired_bootstrap
+
+    lo, hi = paired_bootstrap(_auroc, scores, labels, rounds=ROUNDS, seed=seed)
+    return [round(lo, 4), round(hi, 4)]
 
 
 def probe(train_x: Array, train_y: Array, test_x: Array, test_y: Array) -> dict[str, Any]:

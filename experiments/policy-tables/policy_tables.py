@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from lemon.scoring.stats import mean_difference_ci, paired_bootstrap
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent
@@ -229,18 +230,17 @@ def credit_ratio(bench: str, arm: str = "credit") -> dict[str, Any]:
             "seeds": len(pairs),
             "per_seed": per_seed,
         }
-    rng = random.Random(0)
-    ratios = []
-    for _ in range(2000):
-        sample = [pairs[rng.randrange(len(pairs))] for _ in pairs]
-        ratios.append(
-            statistics.fmean(a for a, _ in sample) / statistics.fmean(b for _, b in sample)
-        )
-    ratios.sort()
+    low, high = paired_bootstrap(
+        lambda spent, plain: float(spent.mean() / plain.mean()),
+        [a for a, _ in pairs],
+        [b for _, b in pairs],
+        rounds=2000,
+        seed=0,
+    )
     ratio = statistics.fmean(a for a, _ in pairs) / statistics.fmean(b for _, b in pairs)
     return {
         "credit_calls_ratio": round(ratio, 4),
-        "credit_calls_ratio_ci95": [round(ratios[49], 4), round(ratios[1949], 4)],
+        "credit_calls_ratio_ci95": [round(low, 4), round(high, 4)],
         "seeds": len(pairs),
         "per_seed": per_seed,
     }
@@ -351,17 +351,16 @@ def _correct(run: Path) -> dict[str, float]:
 
 def paired(a: Path, b: Path, *, resamples: int = 4000, seed: int = 0) -> dict[str, Any]:
     """Accuracy of evaluation ``a`` minus ``b`` on the items both answered, with a percentile
-    bootstrap 95% interval over items (``resamples`` draws of the ids, ``random.Random(seed)``)."""
+    bootstrap 95% interval over items (:func:`lemon.scoring.stats.mean_difference_ci`,
+    ``resamples`` draws of the ids)."""
     left, right = _correct(a), _correct(b)
     ids = sorted(set(left) & set(right))
     if not ids:
         raise ValueError(f"{a} and {b} share no item")
     diffs = [left[i] - right[i] for i in ids]
-    rng = random.Random(seed)
-    means = sorted(
-        statistics.fmean(diffs[rng.randrange(len(diffs))] for _ in diffs) for _ in range(resamples)
+    lo, hi = mean_difference_ci(
+        [left[i] for i in ids], [right[i] for i in ids], rounds=resamples, seed=seed
     )
-    lo, hi = means[int(0.025 * resamples) - 1], means[int(0.975 * resamples) - 1]
     return {"n": len(ids), "diff": round(statistics.fmean(diffs), 4),
             "ci95": [round(lo, 4), round(hi, 4)]}  # fmt: skip
 

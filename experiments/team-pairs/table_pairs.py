@@ -3,7 +3,8 @@
     python experiments/team-pairs/table_pairs.py tables/mmlu-test quick-large expert-large
 
 Pairs are ``A B`` arguments (A minus B). For each pair: the items both answered, the accuracy
-difference with its 95% paired bootstrap interval (2,000 resamples, seed 0), the tier-priced cost
+difference with its 95% paired bootstrap interval (``lemon.scoring.stats``, 2,000 resamples,
+seed 0), the tier-priced cost
 ratio A / B, and how many answers each side gave without an extractable answer. Reads the
 table's ``cells.jsonl`` only (no model). ``--json`` prints one object.
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from pathlib import Path
 from typing import Any
+
+from lemon.scoring.stats import mean_difference_ci
 
 
 def compare(table: Path, a: str, b: str, *, resamples: int = 2000) -> dict[str, Any]:
@@ -29,19 +31,17 @@ def compare(table: Path, a: str, b: str, *, resamples: int = 2000) -> dict[str, 
         raise SystemExit(f"{table}: no item answered by both {a} and {b}")
     left, right = [cells[(i, a)] for i in items], [cells[(i, b)] for i in items]
     diffs = [x["success"] - y["success"] for x, y in zip(left, right, strict=True)]
-    rng = random.Random(0)
     n = len(diffs)
-    boots = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    low, high = mean_difference_ci(
+        [float(x["success"]) for x in left], [float(y["success"]) for y in right], rounds=resamples
+    )
     return {
         "a": a,
         "b": b,
         "items": n,
         "accuracy": [round(sum(c["success"] for c in side) / n, 4) for side in (left, right)],
         "difference": round(sum(diffs) / n, 4),
-        "difference_ci95": [
-            round(boots[int(0.025 * resamples)], 4),
-            round(boots[int(0.975 * resamples) - 1], 4),
-        ],
+        "difference_ci95": [round(low, 4), round(high, 4)],
         "priced_per_item": [round(sum(c["priced"] for c in side) / n, 1) for side in (left, right)],
         "cost_ratio": round(sum(c["priced"] for c in left) / sum(c["priced"] for c in right), 3),
         "no_answer": [sum(c["extracted"] is None for c in side) for side in (left, right)],

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from lemon.evals import curves
 from lemon.evals.routers import KnnRouter, LogisticRouter, auroc, route, route_curve, shuffled
 from lemon.policy.columns import large_alone
 from lemon.reward import RewardConfig
+from lemon.scoring import stats
 from lemon.tables.store import Table
 
 __all__ = ["Method", "TableData", "load_table_data", "table_report"]
@@ -289,25 +291,30 @@ def _policy_method(path: Path, data: TableData) -> Method:
     )
 
 
-def _bootstrap(
+def _intervals(
     method: Method, data: TableData, best: int, *, rounds: int = 1000, seed: int = 0
 ) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    n = len(data.items)
-    hull_diffs, best_diffs, accs = [], [], []
-    for _ in range(rounds):
-        idx = rng.integers(0, n, n)
-        acc = float(method.success[idx].mean())
-        at = float(method.cost[idx].mean())
-        hull_diffs.append(acc - curves.hull_at(data.success[idx], data.cost[idx], at))
-        best_diffs.append(float((method.success[idx] - data.success[idx, best]).mean()))
-        accs.append(acc)
+    """The method's accuracy, its difference from the fixed teams' hull at its cost and from the
+    best fixed team, each with its paired bootstrap 95% interval over items
+    (:func:`lemon.scoring.stats.paired_bootstrap`; one seed, so every interval resamples the same
+    items)."""
 
-    def ci(values: list[float]) -> list[float]:
-        lo, hi = np.percentile(values, [2.5, 97.5])
-        return [round(float(lo), 4), round(float(hi), 4)]
+    def ci(statistic: Callable[..., float], *samples: Any) -> list[float]:
+        lo, hi = stats.paired_bootstrap(statistic, *samples, rounds=rounds, seed=seed)
+        return [round(lo, 4), round(hi, 4)]
 
-    return {"ci95": ci(accs), "hull_diff_ci95": ci(hull_diffs), "best_diff_ci95": ci(best_diffs)}
+    def hull_diff(success: Any, cost: Any, teams_success: Any, teams_cost: Any) -> float:
+        return float(success.mean()) - curves.hull_at(teams_success, teams_cost, float(cost.mean()))
+
+    return {
+        "ci95": ci(lambda success: float(success.mean()), method.success),
+        "hull_diff_ci95": ci(hull_diff, method.success, method.cost, data.success, data.cost),
+        "best_diff_ci95": ci(
+            lambda success, best_team: float((success - best_team).mean()),
+            method.success,
+            data.success[:, best],
+        ),
+    }
 
 
 def _summary(
@@ -330,7 +337,7 @@ def _summary(
         "hull_diff": round(acc - curves.curve_at(hull, at), 4),
         "best_diff": round(float((method.success - data.success[:, best]).mean()), 4),
         "score": None if score is None else round(score, 4),
-        **_bootstrap(method, data, best),
+        **_intervals(method, data, best),
     }
     if method.policy_cost is not None:
         out["policy_cost"] = round(float(method.policy_cost.mean()), 2)
