@@ -184,6 +184,7 @@ def _print_run(response: Any, *, as_json: bool) -> int:
     if as_json:
         _print_message(response)
     else:
+        print(f"spec from {response.spec_origin}", file=sys.stderr)
         for agent in response.agents:
             tokens = agent.prompt_tokens + agent.completion_tokens
             note = f": {agent.error}" if agent.error else ""
@@ -194,6 +195,7 @@ def _print_run(response: Any, *, as_json: bool) -> int:
             )
         print(f"{response.profile_note}; engine wall {response.wall_s:.2f} s", file=sys.stderr)
         print(response.answer if response.status == "succeeded" else f"FAILED: {response.error}")
+        print(f"cost: {response.cost:.0f} {response.cost_unit}", file=sys.stderr)
     return EXIT_OK if response.status == "succeeded" else EXIT_INVALID
 
 
@@ -275,12 +277,16 @@ def register_client(sub: Any) -> None:
         q.add_argument("--seed", type=int, default=None)
         q.add_argument("--json", action="store_true", help="print one JSON object")
 
+    template_help = (
+        "the template policy's team (this variant) instead of the server's default policy "
+        "(its --policy, else LEMON's built-in default: the best fixed team for the task's kind)"
+    )
     q = actions.add_parser("orchestrate", help="the policy writes the team; print the answer")
     run_flags(q)
-    q.add_argument("--template", choices=TEMPLATES, default="")
+    q.add_argument("--template", choices=TEMPLATES, default="", help=template_help)
     q = actions.add_parser("stream", help="the same, as events (one JSON object a line)")
     run_flags(q)
-    q.add_argument("--template", choices=TEMPLATES, default="")
+    q.add_argument("--template", choices=TEMPLATES, default="", help=template_help)
     q = actions.add_parser("execute", help="run a given spec on a task")
     q.add_argument("--spec", required=True, metavar="PATH")
     run_flags(q)

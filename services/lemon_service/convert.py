@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from lemon import events
 from lemon.engine.results import AgentResult, FailureKind
 from lemon.orchestration import TaskRun
+from lemon.policy.defaults import BUILTIN_POLICIES, SpecChoice
+from lemon.pricing import COST_UNIT
 from lemon.spec.issues import Issue
 from lemon.spec.models import Capacity
 from lemon.spec.validation import ParsedSpec
@@ -64,6 +66,11 @@ _FAILURES: dict[FailureKind, pb.FailureKind] = {
 }  # every kind has one (tests/service/test_status_codes.py); a new one needs its proto value
 
 
+_CHOICES: dict[SpecChoice, pb.SpecChoice] = {
+    choice: pb.SpecChoice.Value(f"SPEC_CHOICE_{choice.name}") for choice in SpecChoice
+}  # every step has its proto value (a new one fails here, at import)
+
+
 def failure_kind(failure: FailureKind | None) -> pb.FailureKind:
     """The proto's kind of ``failure`` (UNSPECIFIED for None, or for a kind the proto lacks)."""
     if failure is None:
@@ -106,6 +113,9 @@ def run_response(result: TaskRun, *, request_id: str) -> pb.RunResponse:
         critical_path=list(result.critical_path),
         calls=result.calls,
         failure=failure_kind(result.failure),
+        spec_choice=_CHOICES[result.spec_choice],
+        cost=round(result.priced_tokens, 3),
+        cost_unit=COST_UNIT,
     )
 
 
@@ -202,6 +212,16 @@ def submission(request: pb.SubmitRunRequest, *, dispatcher: Dispatcher) -> Submi
     policy = None
     if request.WhichOneof("spec_source") == "policy":
         policy = check_endpoint(request.policy.url, request.policy.model, field="policy")
+    builtin = None
+    if request.WhichOneof("spec_source") == "builtin_policy":
+        builtin = request.builtin_policy.policy
+        if builtin not in BUILTIN_POLICIES:
+            known = ", ".join(BUILTIN_POLICIES)
+            raise BadRequest(
+                f"builtin_policy.policy: {builtin!r} is not a built-in policy (known: {known})"
+            )
+    if request.default_policy and policy is None and builtin is None:
+        raise BadRequest("default_policy: set, but no policy or builtin_policy is given")
     tiers = tier_endpoints(request.tiers)
     what = pb.SubmitRunRequest()
     what.CopyFrom(request)
@@ -214,7 +234,9 @@ def submission(request: pb.SubmitRunRequest, *, dispatcher: Dispatcher) -> Submi
         request=run_request(dispatcher, request.task, request.options, parsed),
         tiers=tiers,
         policy=policy,
-        policy_name=request.policy.name,
+        policy_name=request.builtin_policy.name if builtin else request.policy.name,
+        builtin=builtin,
+        default_policy=request.default_policy,
         deadline_s=request.deadline_s,
         wire=what.SerializeToString(deterministic=True),
     )

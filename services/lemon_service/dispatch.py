@@ -21,7 +21,8 @@ from lemon.engine.executor import ExecutionOptions
 from lemon.engine.results import RunResult
 from lemon.events import TraceWriter
 from lemon.orchestration import RunTiers, TaskRun, run_task
-from lemon.policy.inference import SpecPolicy
+from lemon.policy.defaults import builtin_policy, resolve_policy
+from lemon.policy.inference import SpecPolicy, TemplatePolicy
 from lemon.policy.template import TemplateVariant
 from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
@@ -112,7 +113,8 @@ class RunStats:
 
 
 class RunRequest:
-    """A checked request: the task, the spec (None: the policy writes it) and run options."""
+    """A checked request: the task, the spec (None: the policy writes it), the template
+    variant asked for (None: the default policy writes the spec) and run options."""
 
     def __init__(
         self,
@@ -135,7 +137,7 @@ class RunRequest:
                 f"options.max_tokens: {max_tokens}; the server allows at most {limits.max_tokens}"
             )
         try:
-            variant = TemplateVariant(template or TemplateVariant.DEFAULT)
+            variant = TemplateVariant(template) if template else None
         except ValueError:
             known = ", ".join(TemplateVariant)
             raise BadRequest(
@@ -164,9 +166,22 @@ class Dispatcher:
         self.limits = limits
         self.roles = roles or default_roles()
         self.policy = policy
-        """Writes the spec for Orchestrate (None: the template policy); shared by all calls."""
+        """The server's default policy (``lemon serve --policy``; None: none)."""
+        self.default_policy = resolve_policy(
+            default=policy, via="the server's default policy (lemon serve --policy)"
+        )
+        """Writes the spec when a request gives neither spec nor policy: the server's default,
+        else LEMON's built-in default (:func:`lemon.policy.defaults.resolve_policy`); shared."""
+        self._builtins: dict[str, SpecPolicy] = {}
         self.admission = Admission(running=limits.max_concurrency, waiting=limits.max_waiting)
         self.stats = RunStats()
+
+    def builtin(self, name: str) -> SpecPolicy:
+        """The built-in policy ``name``, made once and shared by every run that names it
+        (raises :class:`lemon.policy.defaults.UnknownPolicy`)."""
+        if name not in self._builtins:
+            self._builtins[name] = builtin_policy(name)
+        return self._builtins[name]
 
     def parse(self, text: str, *, source: str) -> ParsedSpec:
         """Validate a spec with the server's roles (raises ``SpecError``, located)."""
@@ -195,8 +210,9 @@ class Dispatcher:
         tiers: RunTiers | None = None,
         policy: SpecPolicy | None = None,
     ) -> TaskRun:
-        """One run, admission already settled; ``tiers`` and ``policy`` replace the server's
-        own for this run (a LemonRun's tiers and policy)."""
+        """One run, admission already settled; ``tiers`` replace the server's own for this run
+        (a LemonRun's); the spec is the request's, else ``policy``'s (the run's, resolved by
+        the caller), else the template variant's it asked for, else the default policy's."""
         options = ExecutionOptions(
             decoding=Decoding(max_tokens=request.max_tokens, seed=request.seed),
             deadline_s=deadline_s,
@@ -209,13 +225,22 @@ class Dispatcher:
             roles=self.roles,
             options=options,
             trace=trace,
-            template_variant=request.template,
-            policy=policy or self.policy,
+            policy=self._writer(request, policy),
         )
         self.stats.record(result)
         return result
 
+    def _writer(self, request: RunRequest, policy: SpecPolicy | None) -> SpecPolicy | None:
+        if request.parsed is not None:
+            return None
+        if policy is not None:
+            return policy
+        if request.template is not None:
+            return TemplatePolicy(request.template)
+        return self.default_policy
+
     async def aclose(self) -> None:
         await close_backends(self.tiers.backends)
-        if self.policy is not None:
-            await self.policy.aclose()
+        await self.default_policy.aclose()
+        for builtin in self._builtins.values():
+            await builtin.aclose()

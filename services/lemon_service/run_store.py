@@ -40,6 +40,8 @@ from enum import StrEnum
 from lemon.engine.results import FailureKind, RunResult, RunStatus
 from lemon.events import Event, TraceTruncated, TraceWriter, encode_event
 from lemon.orchestration import TaskRun
+from lemon.policy.defaults import ChosenPolicy, SpecChoice
+from lemon.policy.inference import SpecPolicy
 from lemon.spec.models import Capacity
 from lemon_service.dispatch import Dispatcher, RunRequest, Ticket
 from lemon_service.endpoints import Endpoint, EndpointPool, run_policy
@@ -97,6 +99,10 @@ class Submission:
     """Empty: the server's own profile."""
     policy: Endpoint | None = None
     policy_name: str = ""
+    builtin: str | None = None
+    """A built-in policy writes the spec (:data:`lemon.policy.defaults.BUILTIN_POLICIES`)."""
+    default_policy: bool = False
+    """The policy is the default of where the run came from (a namespace's), not the run's."""
     deadline_s: float = 0.0
     wire: bytes = b""
     """The request's wire bytes (the journal keeps them, to start a queued run after a restart)."""
@@ -374,14 +380,21 @@ class RunStore:
         deadline = self.dispatcher.budget(None)
         if submission.deadline_s > 0:
             deadline = min(deadline, submission.deadline_s)
+        named = None
+        if submission.builtin is not None:
+            named = self.dispatcher.builtin(submission.builtin)
         if not submission.tiers and submission.policy is None:
             return await self.dispatcher.execute(
-                submission.request, deadline_s=deadline, trace=record.trace
+                submission.request,
+                deadline_s=deadline,
+                trace=record.trace,
+                policy=self._chosen(submission, named),
             )
         async with self.pool.lease(submission.tiers, policy=submission.policy) as (tiers, writer):
-            policy = None
+            policy = named
             if writer is not None:
                 policy = run_policy(writer, name=submission.policy_name or str(submission.policy))
+            policy = self._chosen(submission, policy)
             return await self.dispatcher.execute(
                 submission.request,
                 deadline_s=deadline,
@@ -389,6 +402,19 @@ class RunStore:
                 tiers=tiers if submission.tiers else None,
                 policy=policy,
             )
+
+    @staticmethod
+    def _chosen(submission: Submission, policy: SpecPolicy | None) -> SpecPolicy | None:
+        """The run's policy as the resolution order has it (None: the server's default): the
+        one it named, or the default of where it came from (a namespace's). A built-in policy
+        is named first in the spec's origin (an endpoint's policy names itself)."""
+        if policy is None:
+            return policy
+        choice = SpecChoice.DEFAULT_POLICY if submission.default_policy else SpecChoice.POLICY
+        via = submission.policy_name if submission.builtin is not None else ""
+        if choice is SpecChoice.POLICY and not via:
+            return policy
+        return ChosenPolicy(policy, choice=choice, via=via)
 
     def _expire(self, *, incoming: int = 1) -> None:
         """Drop the finished runs past ``retention_s``, and the oldest finished ones while the

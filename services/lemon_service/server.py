@@ -204,7 +204,8 @@ def run_serving(main: Coroutine[Any, Any, None], *, event_loop: str = "auto") ->
 
 
 async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> None:
-    """Serve until SIGTERM or SIGINT; ``policy`` writes Orchestrate's specs (None: template)."""
+    """Serve until SIGTERM or SIGINT; ``policy`` is the server's default policy, which writes
+    the specs of requests that give neither spec nor policy (None: LEMON's built-in default)."""
     server = Server(config, policy=policy)
     await server.start()
     scheme = "plaintext" if config.tls is None else ("mTLS" if config.tls.client_ca else "TLS")
@@ -221,7 +222,7 @@ async def serve(config: ServerConfig, *, policy: SpecPolicy | None = None) -> No
         f"lemon serve: listening on {config.host}:{server.port} ({scheme}, {auth}; "
         f"{', '.join(observed)}); "
         f"{profile_note(server.dispatcher.tiers)}; "
-        f"specs by {policy.label if policy is not None else 'the template policy'}",
+        f"default policy: {server.dispatcher.default_policy.label}",
         file=sys.stderr,
         flush=True,
     )

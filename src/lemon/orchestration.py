@@ -33,10 +33,11 @@ from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
 from lemon.engine.results import RunResult, RunStatus
 from lemon.events import SpecReady, TraceWriter
+from lemon.policy.defaults import SpecChoice, resolve_policy, spec_choice
 from lemon.policy.estimates import BudgetFit
 from lemon.policy.inference import PolicyDecision, SpecPolicy, TemplatePolicy
 from lemon.policy.template import TemplateVariant
-from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices, resolve_prices
+from lemon.pricing import COST_UNIT, DEFAULT_TIER_PRICES, TierPrices, resolve_prices
 from lemon.reward import Outcome
 from lemon.spec.formatting import format_spec
 from lemon.spec.models import Capacity, Spec
@@ -74,6 +75,8 @@ class Plan:
     """Where the spec came from, in words: the spec file, or the policy that wrote it."""
     decision: PolicyDecision | None = None
     """The policy's decision (None for a given spec)."""
+    choice: SpecChoice = SpecChoice.SPEC
+    """Which step of the resolution order (:mod:`lemon.policy.defaults`) chose the spec."""
 
 
 @dataclass(slots=True)
@@ -81,6 +84,8 @@ class TaskRun(RunResult):
     """The engine's result for a task, with where its spec came from and what it ran on."""
 
     spec_origin: str = ""
+    spec_choice: SpecChoice = SpecChoice.SPEC
+    """Which step of the resolution order chose the spec (:mod:`lemon.policy.defaults`)."""
     policy: PolicyDecision | None = None
     profile: str = ""
     profile_note: str = ""
@@ -99,7 +104,9 @@ class TaskRun(RunResult):
             "profile": self.profile,
             "profile_note": self.profile_note,
             "spec_origin": self.spec_origin,
+            "spec_choice": self.spec_choice.value,
             "priced_tokens": round(self.priced_tokens, 3),
+            "cost_unit": COST_UNIT,
             "tier_prices": self.tier_prices.to_json(),
         }
         if self.policy is not None and self.policy.attempts:
@@ -143,21 +150,32 @@ async def plan_task(
     *,
     parsed: ParsedSpec | None = None,
     policy: SpecPolicy | None = None,
-    template_variant: TemplateVariant = TemplateVariant.DEFAULT,
+    template_variant: TemplateVariant | None = None,
     roles: RoleLibrary | None = None,
     trace: TraceWriter | None = None,
 ) -> Plan:
-    """The plan for ``task``: the given spec, or the one ``policy`` writes (the template
-    policy's when ``policy`` is None)."""
+    """The plan for ``task``, by the one resolution order (:mod:`lemon.policy.defaults`): the
+    given spec; else the one ``policy`` writes (a policy the request named, or a default that
+    :func:`~lemon.policy.defaults.resolve_policy` chose); else the template policy's when
+    ``template_variant`` names one; else LEMON's built-in default policy's."""
     kind = classify_task(task)
     if parsed is not None:
         text = format_spec(parsed.spec, output=parsed.output)
         plan = Plan(task, kind, parsed.spec, parsed.output, text, parsed.source)
     else:
-        writer = policy if policy is not None else TemplatePolicy(template_variant)
+        if policy is None and template_variant is not None:
+            policy = TemplatePolicy(template_variant)
+        writer = resolve_policy(policy=policy)
         decision = await writer.write_spec(task, kind=kind, roles=roles, trace=trace)
         plan = Plan(
-            task, kind, decision.spec, decision.output, decision.text, decision.origin, decision
+            task,
+            kind,
+            decision.spec,
+            decision.output,
+            decision.text,
+            decision.origin,
+            decision,
+            spec_choice(writer),
         )
     if trace is not None:
         trace.emit(SpecReady(origin=plan.origin))
@@ -178,13 +196,14 @@ async def run_task(
     options: ExecutionOptions | None = None,
     trace: TraceWriter | None = None,
     cache: CallCache | None = None,
-    template_variant: TemplateVariant = TemplateVariant.DEFAULT,
+    template_variant: TemplateVariant | None = None,
     policy: SpecPolicy | None = None,
     budget_fallback: bool = False,
 ) -> TaskRun:
-    """Run ``task`` with the given spec, or the one ``policy`` writes (the template policy's
-    when ``policy`` is None), on exactly one of ``tiers`` (the caller's backends, left open)
-    or ``profile`` (its backends built for this run and closed after it).
+    """Run ``task`` with the given spec, or the one ``policy`` writes (see :func:`plan_task`:
+    with neither, the template policy's when ``template_variant`` names one, else the default
+    policy's), on exactly one of ``tiers`` (the caller's backends, left open) or ``profile``
+    (its backends built for this run and closed after it).
 
     With ``options.budget``, the spec is first checked against it (:func:`within_budget`):
     refused with :class:`lemon.budget.BudgetRefused` before any backend is built, or, with
@@ -237,6 +256,7 @@ async def run_task(
     return TaskRun(
         **engine,
         spec_origin=plan.origin,
+        spec_choice=plan.choice,
         policy=plan.decision,
         profile=tiers.name,
         profile_note=tiers.note,

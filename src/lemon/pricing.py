@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lemon.spec.models import Capacity
 
 __all__ = [
+    "COST_UNIT",
     "DEFAULT_TIER_MODELS",
     "DEFAULT_TIER_PRICES",
     "MODEL_PARAMETERS",
@@ -38,6 +39,11 @@ __all__ = [
     "profile_prices",
     "resolve_prices",
 ]
+
+COST_UNIT = "tier-priced tokens"
+"""The unit of every cost LEMON shows a user (``lemon run``, the RPC's ``cost``, a LemonRun's
+``status.cost``, the web view): worker tokens weighed by their tier's price, a medium-tier token
+counting 1."""
 
 MODEL_PARAMETERS: dict[str, int] = {
     "smollm2-135m-instruct": 134_515_008,

@@ -142,7 +142,7 @@ def test_client_commands(scripted_server: ServeProcess) -> None:
     ran = run_lemon(*target, "execute", "--spec", str(good), "--task", "2+2?", "--json")
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["agents"][0]["name"] == "solver"
-    streamed = run_lemon(*target, "stream", "--task", "2+2?")
+    streamed = run_lemon(*target, "stream", "--task", "2+2?", "--template", "default")
     assert streamed.returncode == 0, streamed.stderr
     lines = [json.loads(line) for line in streamed.stdout.splitlines()]
     assert "spec_ready" in lines[0]

@@ -36,6 +36,8 @@ def test_embedded_profile_serves_real_model_runs(service_logs: Path) -> None:
             assert response.answer
             assert "SmolLM2-135M-Instruct" in response.profile_note
             for agent in response.agents:
+                if agent.model.startswith("tool:"):  # the default team's program runner
+                    continue
                 assert 0 < agent.completion_tokens <= 12
                 assert agent.prompt_tokens > 50
         assert first.request_id != second.request_id

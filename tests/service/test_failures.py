@@ -13,9 +13,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from lemon_api.client import ClientConfig, LemonClient
+from lemon_api.client import ClientConfig, LemonClient, run_options
+from lemon_api.v1 import orchestrator_pb2 as pb
 from tests.service.conftest import OpenAIServer, ServeProcess
 from tests.service.test_rpcs import TASK
+
+TEMPLATE = run_options(template="default")
+"""The template team (planner -> solver -> verifier): three model calls in a chain, so a tier
+can die, a client cancel or a deadline pass between them (the default team makes one)."""
 
 
 @pytest.fixture
@@ -54,7 +59,7 @@ def test_tier_dying_mid_stream_ends_the_stream_unavailable(
     async def consume() -> grpc.aio.AioRpcError | None:
         async with LemonClient(ClientConfig(target=service.target)) as client:
             try:
-                async for event in client.stream(TASK, timeout=60):
+                async for event in client.stream(TASK, options=TEMPLATE, timeout=60):
                     kind = event.WhichOneof("event")
                     seen.append(kind)
                     if kind == "agent_started" and seen.count("agent_started") == 2:
@@ -82,7 +87,7 @@ def test_client_cancellation_reaches_the_running_agent(
     async def wait_then_cancel() -> None:
         async with (
             LemonClient(ClientConfig(target=service.target)) as client,
-            aclosing(client.stream(TASK, timeout=60)) as events,
+            aclosing(client.stream(TASK, options=TEMPLATE, timeout=60)) as events,
         ):
             async for event in events:
                 if event.WhichOneof("event") != "agent_started":
@@ -109,7 +114,7 @@ def test_deadline_expiry_cancels_the_run(tier: OpenAIServer, service: ServeProce
     async def orchestrate() -> grpc.aio.AioRpcError:
         async with LemonClient(ClientConfig(target=service.target)) as client:
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await client.orchestrate(TASK, timeout=4.0)
+                await client.orchestrate(TASK, options=TEMPLATE, timeout=4.0)
             return info.value
 
     started = time.monotonic()
@@ -126,7 +131,7 @@ def test_deadline_expiry_cancels_the_run(tier: OpenAIServer, service: ServeProce
 def test_runs_on_a_live_http_tier_succeed(tier: OpenAIServer, service: ServeProcess) -> None:
     async def orchestrate() -> object:
         async with LemonClient(ClientConfig(target=service.target)) as client:
-            return await client.orchestrate(TASK, timeout=30)
+            return await client.orchestrate(TASK, options=TEMPLATE, timeout=30)
 
     response = asyncio.run(orchestrate())
     assert response.status == "succeeded"  # type: ignore[attr-defined]
@@ -137,8 +142,9 @@ def test_runs_on_a_live_http_tier_succeed(tier: OpenAIServer, service: ServeProc
 def test_policy_passthrough_asks_the_policy_endpoint(
     tier: OpenAIServer, service_logs: Path
 ) -> None:
-    """``lemon serve --policy URL``: Orchestrate asks the policy endpoint for the spec (here
-    it answers prose, not a spec, so the run falls back to the template policy, and says so)."""
+    """``lemon serve --policy URL``, the server's default policy: Orchestrate asks the policy
+    endpoint for the spec (here it answers prose, not a spec, so the run falls back to the
+    template policy, and says so)."""
     server = ServeProcess(
         "--profile", "scripted", "--policy", tier.url, "--policy-model", "test",
         "--policy-attempts", "2",
@@ -153,6 +159,9 @@ def test_policy_passthrough_asks_the_policy_endpoint(
         response = asyncio.run(orchestrate())
         origin = response.spec_origin  # type: ignore[attr-defined]
         assert response.status == "succeeded"  # type: ignore[attr-defined]
+        # the server's default policy (step 3 of the resolution order), named as such
+        assert origin.startswith("the server's default policy (lemon serve --policy): ")
+        assert response.spec_choice == pb.SPEC_CHOICE_DEFAULT_POLICY  # type: ignore[attr-defined]
         assert "fallback after 2 invalid attempt(s)" in origin
         assert tier.count("answered") == 2  # both attempts reached the policy endpoint
     finally:

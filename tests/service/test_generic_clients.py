@@ -58,7 +58,9 @@ def test_grpcurl_calls_validate_spec(scripted_server: ServeProcess) -> None:
 
 
 def test_grpcurl_calls_orchestrate(scripted_server: ServeProcess) -> None:
-    request = json.dumps({"task": TASK, "request_id": "from-grpcurl"})
+    request = json.dumps(
+        {"task": TASK, "request_id": "from-grpcurl", "options": {"template": "default"}}
+    )
     done = grpcurl(
         "-plaintext", "-d", request, scripted_server.target, "lemon.v1.Orchestrator/Orchestrate"
     )

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,12 +38,46 @@ def status_of(target: str, action: Callable[[LemonClient], Awaitable[Any]]) -> g
     return info.value
 
 
+def test_orchestrate_without_a_spec_runs_lemon_runs_default_and_says_so(
+    scripted_server: ServeProcess,
+) -> None:
+    """No spec, no policy, no server default: LEMON's built-in default writes the team, the
+    same spec `lemon run` runs for the task (not the template team), and the response says so."""
+    response = call(scripted_server.target, lambda c: c.orchestrate(TASK, request_id="req-d"))
+    cli = subprocess.run(
+        [str(ROOT / ".venv/bin/lemon"), "run", "--task", TASK, "--profile", "scripted", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    local = json.loads(cli.stdout)
+    assert response.status == "succeeded"
+    assert response.spec_choice == pb.SPEC_CHOICE_BUILTIN_DEFAULT
+    assert local["spec_choice"] == "builtin-default"
+    assert response.spec_origin == local["spec_origin"]
+    assert response.spec_origin.startswith("best fixed team for math tasks: pot-large (")
+    assert response.spec == local["spec"]
+    assert [(a.name, a.role, a.capacity) for a in response.agents] == [
+        (a["name"], a["role"], a["capacity"]) for a in local["agents"]
+    ]
+    assert "template" not in response.spec_origin
+    # the cost, in the one unit every cost is shown in, as `lemon run` prices it
+    assert response.cost_unit == local["cost_unit"] == "tier-priced tokens"
+    assert response.cost == pytest.approx(local["priced_tokens"])
+    assert response.cost > 0
+
+
 def test_orchestrate_returns_spec_answer_tokens_and_timings(scripted_server: ServeProcess) -> None:
-    response = call(scripted_server.target, lambda c: c.orchestrate(TASK, request_id="req-1"))
+    response = call(
+        scripted_server.target,
+        lambda c: c.orchestrate(TASK, request_id="req-1", options=run_options(template="default")),
+    )
     assert response.request_id == "req-1"
     assert response.status == "succeeded"
     assert response.answer == "The answer is 42."
     assert response.spec_origin.startswith("template policy")
+    assert response.spec_choice == pb.SPEC_CHOICE_POLICY
     assert "agents:" in response.spec
     assert "scripted test double" in response.profile_note
     assert len(response.agents) >= 2

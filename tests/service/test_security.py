@@ -122,7 +122,9 @@ def test_health_stays_open_for_probes(token_server: ServeProcess) -> None:
 def test_cli_reads_the_token_from_the_environment(
     token_server: ServeProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the template team answers the scripted double's text as it is
     args = ("client", "--target", token_server.target, "orchestrate", "--task", TASK)
+    args += ("--template", "default")  # type: ignore[assignment]  # a longer tuple
     denied = run_lemon(*args)
     assert denied.returncode == 1
     assert "UNAUTHENTICATED" in denied.stderr

@@ -18,6 +18,16 @@ class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILURE_KIND_INVALID_SPEC: _ClassVar[FailureKind]
     FAILURE_KIND_NOT_IN_TABLE: _ClassVar[FailureKind]
     FAILURE_KIND_INTERRUPTED: _ClassVar[FailureKind]
+    FAILURE_KIND_BUDGET_EXCEEDED: _ClassVar[FailureKind]
+
+class SpecChoice(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SPEC_CHOICE_UNSPECIFIED: _ClassVar[SpecChoice]
+    SPEC_CHOICE_SPEC: _ClassVar[SpecChoice]
+    SPEC_CHOICE_POLICY: _ClassVar[SpecChoice]
+    SPEC_CHOICE_DEFAULT_POLICY: _ClassVar[SpecChoice]
+    SPEC_CHOICE_BUILTIN_DEFAULT: _ClassVar[SpecChoice]
+
 FAILURE_KIND_UNSPECIFIED: FailureKind
 FAILURE_KIND_DEADLINE: FailureKind
 FAILURE_KIND_TIER_UNAVAILABLE: FailureKind
@@ -27,6 +37,12 @@ FAILURE_KIND_CANCELLED: FailureKind
 FAILURE_KIND_INVALID_SPEC: FailureKind
 FAILURE_KIND_NOT_IN_TABLE: FailureKind
 FAILURE_KIND_INTERRUPTED: FailureKind
+FAILURE_KIND_BUDGET_EXCEEDED: FailureKind
+SPEC_CHOICE_UNSPECIFIED: SpecChoice
+SPEC_CHOICE_SPEC: SpecChoice
+SPEC_CHOICE_POLICY: SpecChoice
+SPEC_CHOICE_DEFAULT_POLICY: SpecChoice
+SPEC_CHOICE_BUILTIN_DEFAULT: SpecChoice
 
 class RunOptions(_message.Message):
     __slots__ = ("max_tokens", "seed", "template")
@@ -36,7 +52,12 @@ class RunOptions(_message.Message):
     max_tokens: int
     seed: int
     template: str
-    def __init__(self, max_tokens: _Optional[int] = ..., seed: _Optional[int] = ..., template: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self,
+        max_tokens: _Optional[int] = ...,
+        seed: _Optional[int] = ...,
+        template: _Optional[str] = ...,
+    ) -> None: ...
 
 class OrchestrateRequest(_message.Message):
     __slots__ = ("task", "options", "request_id")
@@ -46,7 +67,12 @@ class OrchestrateRequest(_message.Message):
     task: str
     options: RunOptions
     request_id: str
-    def __init__(self, task: _Optional[str] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self,
+        task: _Optional[str] = ...,
+        options: _Optional[_Union[RunOptions, _Mapping]] = ...,
+        request_id: _Optional[str] = ...,
+    ) -> None: ...
 
 class ExecuteSpecRequest(_message.Message):
     __slots__ = ("task", "spec", "options", "request_id", "source")
@@ -60,7 +86,14 @@ class ExecuteSpecRequest(_message.Message):
     options: RunOptions
     request_id: str
     source: str
-    def __init__(self, task: _Optional[str] = ..., spec: _Optional[str] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., request_id: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self,
+        task: _Optional[str] = ...,
+        spec: _Optional[str] = ...,
+        options: _Optional[_Union[RunOptions, _Mapping]] = ...,
+        request_id: _Optional[str] = ...,
+        source: _Optional[str] = ...,
+    ) -> None: ...
 
 class ValidateSpecRequest(_message.Message):
     __slots__ = ("spec", "source")
@@ -80,7 +113,13 @@ class SpecIssue(_message.Message):
     column: int
     message: str
     rendered: str
-    def __init__(self, line: _Optional[int] = ..., column: _Optional[int] = ..., message: _Optional[str] = ..., rendered: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self,
+        line: _Optional[int] = ...,
+        column: _Optional[int] = ...,
+        message: _Optional[str] = ...,
+        rendered: _Optional[str] = ...,
+    ) -> None: ...
 
 class ValidateSpecResponse(_message.Message):
     __slots__ = ("valid", "errors", "warnings", "output", "agents")
@@ -94,7 +133,14 @@ class ValidateSpecResponse(_message.Message):
     warnings: _containers.RepeatedCompositeFieldContainer[SpecIssue]
     output: str
     agents: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, valid: _Optional[bool] = ..., errors: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ..., warnings: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ..., output: _Optional[str] = ..., agents: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(
+        self,
+        valid: _Optional[bool] = ...,
+        errors: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ...,
+        warnings: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ...,
+        output: _Optional[str] = ...,
+        agents: _Optional[_Iterable[str]] = ...,
+    ) -> None: ...
 
 class Tokens(_message.Message):
     __slots__ = ("prompt", "completion", "total")
@@ -104,10 +150,29 @@ class Tokens(_message.Message):
     prompt: int
     completion: int
     total: int
-    def __init__(self, prompt: _Optional[int] = ..., completion: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(
+        self,
+        prompt: _Optional[int] = ...,
+        completion: _Optional[int] = ...,
+        total: _Optional[int] = ...,
+    ) -> None: ...
 
 class AgentReport(_message.Message):
-    __slots__ = ("name", "role", "capacity", "model", "status", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "reused", "error", "output", "failure")
+    __slots__ = (
+        "name",
+        "role",
+        "capacity",
+        "model",
+        "status",
+        "prompt_tokens",
+        "completion_tokens",
+        "latency_s",
+        "attempts",
+        "reused",
+        "error",
+        "output",
+        "failure",
+    )
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -134,10 +199,43 @@ class AgentReport(_message.Message):
     error: str
     output: str
     failure: FailureKind
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., capacity: _Optional[str] = ..., model: _Optional[str] = ..., status: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_s: _Optional[float] = ..., attempts: _Optional[int] = ..., reused: _Optional[bool] = ..., error: _Optional[str] = ..., output: _Optional[str] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        role: _Optional[str] = ...,
+        capacity: _Optional[str] = ...,
+        model: _Optional[str] = ...,
+        status: _Optional[str] = ...,
+        prompt_tokens: _Optional[int] = ...,
+        completion_tokens: _Optional[int] = ...,
+        latency_s: _Optional[float] = ...,
+        attempts: _Optional[int] = ...,
+        reused: _Optional[bool] = ...,
+        error: _Optional[str] = ...,
+        output: _Optional[str] = ...,
+        failure: _Optional[_Union[FailureKind, str]] = ...,
+    ) -> None: ...
 
 class RunResponse(_message.Message):
-    __slots__ = ("request_id", "status", "answer", "spec", "spec_origin", "agents", "tokens", "wall_s", "error", "profile", "profile_note", "critical_path", "calls", "failure")
+    __slots__ = (
+        "request_id",
+        "status",
+        "answer",
+        "spec",
+        "spec_origin",
+        "agents",
+        "tokens",
+        "wall_s",
+        "error",
+        "profile",
+        "profile_note",
+        "critical_path",
+        "calls",
+        "failure",
+        "spec_choice",
+        "cost",
+        "cost_unit",
+    )
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +250,9 @@ class RunResponse(_message.Message):
     CRITICAL_PATH_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    SPEC_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    COST_UNIT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     status: str
     answer: str
@@ -166,7 +267,29 @@ class RunResponse(_message.Message):
     critical_path: _containers.RepeatedScalarFieldContainer[str]
     calls: int
     failure: FailureKind
-    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[str] = ..., answer: _Optional[str] = ..., spec: _Optional[str] = ..., spec_origin: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ..., tokens: _Optional[_Union[Tokens, _Mapping]] = ..., wall_s: _Optional[float] = ..., error: _Optional[str] = ..., profile: _Optional[str] = ..., profile_note: _Optional[str] = ..., critical_path: _Optional[_Iterable[str]] = ..., calls: _Optional[int] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
+    spec_choice: SpecChoice
+    cost: float
+    cost_unit: str
+    def __init__(
+        self,
+        request_id: _Optional[str] = ...,
+        status: _Optional[str] = ...,
+        answer: _Optional[str] = ...,
+        spec: _Optional[str] = ...,
+        spec_origin: _Optional[str] = ...,
+        agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ...,
+        tokens: _Optional[_Union[Tokens, _Mapping]] = ...,
+        wall_s: _Optional[float] = ...,
+        error: _Optional[str] = ...,
+        profile: _Optional[str] = ...,
+        profile_note: _Optional[str] = ...,
+        critical_path: _Optional[_Iterable[str]] = ...,
+        calls: _Optional[int] = ...,
+        failure: _Optional[_Union[FailureKind, str]] = ...,
+        spec_choice: _Optional[_Union[SpecChoice, str]] = ...,
+        cost: _Optional[float] = ...,
+        cost_unit: _Optional[str] = ...,
+    ) -> None: ...
 
 class SpecReady(_message.Message):
     __slots__ = ("origin", "output", "levels")
@@ -176,7 +299,12 @@ class SpecReady(_message.Message):
     origin: str
     output: str
     levels: _containers.RepeatedCompositeFieldContainer[Level]
-    def __init__(self, origin: _Optional[str] = ..., output: _Optional[str] = ..., levels: _Optional[_Iterable[_Union[Level, _Mapping]]] = ...) -> None: ...
+    def __init__(
+        self,
+        origin: _Optional[str] = ...,
+        output: _Optional[str] = ...,
+        levels: _Optional[_Iterable[_Union[Level, _Mapping]]] = ...,
+    ) -> None: ...
 
 class Level(_message.Message):
     __slots__ = ("agents",)
@@ -196,7 +324,14 @@ class AgentStarted(_message.Message):
     capacity: str
     model: str
     reused: bool
-    def __init__(self, agent: _Optional[str] = ..., role: _Optional[str] = ..., capacity: _Optional[str] = ..., model: _Optional[str] = ..., reused: _Optional[bool] = ...) -> None: ...
+    def __init__(
+        self,
+        agent: _Optional[str] = ...,
+        role: _Optional[str] = ...,
+        capacity: _Optional[str] = ...,
+        model: _Optional[str] = ...,
+        reused: _Optional[bool] = ...,
+    ) -> None: ...
 
 class AgentRetry(_message.Message):
     __slots__ = ("agent", "attempt", "error")
@@ -206,10 +341,25 @@ class AgentRetry(_message.Message):
     agent: str
     attempt: int
     error: str
-    def __init__(self, agent: _Optional[str] = ..., attempt: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self,
+        agent: _Optional[str] = ...,
+        attempt: _Optional[int] = ...,
+        error: _Optional[str] = ...,
+    ) -> None: ...
 
 class AgentFinished(_message.Message):
-    __slots__ = ("agent", "status", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "reused", "error", "output")
+    __slots__ = (
+        "agent",
+        "status",
+        "prompt_tokens",
+        "completion_tokens",
+        "latency_s",
+        "attempts",
+        "reused",
+        "error",
+        "output",
+    )
     AGENT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -228,7 +378,18 @@ class AgentFinished(_message.Message):
     reused: bool
     error: str
     output: str
-    def __init__(self, agent: _Optional[str] = ..., status: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_s: _Optional[float] = ..., attempts: _Optional[int] = ..., reused: _Optional[bool] = ..., error: _Optional[str] = ..., output: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self,
+        agent: _Optional[str] = ...,
+        status: _Optional[str] = ...,
+        prompt_tokens: _Optional[int] = ...,
+        completion_tokens: _Optional[int] = ...,
+        latency_s: _Optional[float] = ...,
+        attempts: _Optional[int] = ...,
+        reused: _Optional[bool] = ...,
+        error: _Optional[str] = ...,
+        output: _Optional[str] = ...,
+    ) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("t", "spec_ready", "agent_started", "agent_retry", "agent_finished", "result")
@@ -244,7 +405,15 @@ class RunEvent(_message.Message):
     agent_retry: AgentRetry
     agent_finished: AgentFinished
     result: RunResponse
-    def __init__(self, t: _Optional[float] = ..., spec_ready: _Optional[_Union[SpecReady, _Mapping]] = ..., agent_started: _Optional[_Union[AgentStarted, _Mapping]] = ..., agent_retry: _Optional[_Union[AgentRetry, _Mapping]] = ..., agent_finished: _Optional[_Union[AgentFinished, _Mapping]] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ...) -> None: ...
+    def __init__(
+        self,
+        t: _Optional[float] = ...,
+        spec_ready: _Optional[_Union[SpecReady, _Mapping]] = ...,
+        agent_started: _Optional[_Union[AgentStarted, _Mapping]] = ...,
+        agent_retry: _Optional[_Union[AgentRetry, _Mapping]] = ...,
+        agent_finished: _Optional[_Union[AgentFinished, _Mapping]] = ...,
+        result: _Optional[_Union[RunResponse, _Mapping]] = ...,
+    ) -> None: ...
 
 class TierEndpoint(_message.Message):
     __slots__ = ("tier", "url", "model")
@@ -254,7 +423,17 @@ class TierEndpoint(_message.Message):
     tier: str
     url: str
     model: str
-    def __init__(self, tier: _Optional[str] = ..., url: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self, tier: _Optional[str] = ..., url: _Optional[str] = ..., model: _Optional[str] = ...
+    ) -> None: ...
+
+class BuiltinPolicy(_message.Message):
+    __slots__ = ("policy", "name")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    name: str
+    def __init__(self, policy: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class PolicyEndpoint(_message.Message):
     __slots__ = ("url", "model", "name")
@@ -264,14 +443,32 @@ class PolicyEndpoint(_message.Message):
     url: str
     model: str
     name: str
-    def __init__(self, url: _Optional[str] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self, url: _Optional[str] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...
+    ) -> None: ...
 
 class SubmitRunRequest(_message.Message):
-    __slots__ = ("run_id", "task", "spec", "policy", "options", "tiers", "deadline_s", "source", "wait_s", "include_trace", "max_trace_bytes")
+    __slots__ = (
+        "run_id",
+        "task",
+        "spec",
+        "policy",
+        "builtin_policy",
+        "default_policy",
+        "options",
+        "tiers",
+        "deadline_s",
+        "source",
+        "wait_s",
+        "include_trace",
+        "max_trace_bytes",
+    )
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    BUILTIN_POLICY_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_POLICY_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     TIERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +480,8 @@ class SubmitRunRequest(_message.Message):
     task: str
     spec: str
     policy: PolicyEndpoint
+    builtin_policy: BuiltinPolicy
+    default_policy: bool
     options: RunOptions
     tiers: _containers.RepeatedCompositeFieldContainer[TierEndpoint]
     deadline_s: float
@@ -290,7 +489,22 @@ class SubmitRunRequest(_message.Message):
     wait_s: float
     include_trace: bool
     max_trace_bytes: int
-    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., spec: _Optional[str] = ..., policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ..., deadline_s: _Optional[float] = ..., source: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        task: _Optional[str] = ...,
+        spec: _Optional[str] = ...,
+        policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ...,
+        builtin_policy: _Optional[_Union[BuiltinPolicy, _Mapping]] = ...,
+        default_policy: _Optional[bool] = ...,
+        options: _Optional[_Union[RunOptions, _Mapping]] = ...,
+        tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ...,
+        deadline_s: _Optional[float] = ...,
+        source: _Optional[str] = ...,
+        wait_s: _Optional[float] = ...,
+        include_trace: _Optional[bool] = ...,
+        max_trace_bytes: _Optional[int] = ...,
+    ) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id", "wait_s", "include_trace", "max_trace_bytes")
@@ -302,7 +516,13 @@ class GetRunRequest(_message.Message):
     wait_s: float
     include_trace: bool
     max_trace_bytes: int
-    def __init__(self, run_id: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        wait_s: _Optional[float] = ...,
+        include_trace: _Optional[bool] = ...,
+        max_trace_bytes: _Optional[int] = ...,
+    ) -> None: ...
 
 class CancelRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -320,6 +540,7 @@ class RunState(_message.Message):
         SUCCEEDED: _ClassVar[RunState.Phase]
         FAILED: _ClassVar[RunState.Phase]
         CANCELLED: _ClassVar[RunState.Phase]
+
     PHASE_UNSPECIFIED: RunState.Phase
     QUEUED: RunState.Phase
     RUNNING: RunState.Phase
@@ -342,4 +563,14 @@ class RunState(_message.Message):
     trace: _containers.RepeatedScalarFieldContainer[str]
     age_s: float
     failure: FailureKind
-    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[_Union[RunState.Phase, str]] = ..., created: _Optional[bool] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ..., error: _Optional[str] = ..., trace: _Optional[_Iterable[str]] = ..., age_s: _Optional[float] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        phase: _Optional[_Union[RunState.Phase, str]] = ...,
+        created: _Optional[bool] = ...,
+        result: _Optional[_Union[RunResponse, _Mapping]] = ...,
+        error: _Optional[str] = ...,
+        trace: _Optional[_Iterable[str]] = ...,
+        age_s: _Optional[float] = ...,
+        failure: _Optional[_Union[FailureKind, str]] = ...,
+    ) -> None: ...

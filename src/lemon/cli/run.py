@@ -75,8 +75,11 @@ def _printer(event: Event) -> None:
 
 
 def _policy(args: argparse.Namespace, parsed: Any) -> Any:
-    """The policy writing the spec: ``--policy``, the template (``--baseline template``), or
-    by default the best fixed team of the task's kind (None: ``--spec`` gives the spec)."""
+    """The policy writing the spec, by the one resolution order
+    (:func:`lemon.policy.defaults.resolve_policy`): ``--policy``, the template (``--baseline
+    template``), else LEMON's built-in default (None: ``--spec`` gives the spec)."""
+    from lemon.policy.defaults import resolve_policy
+
     if args.policy is not None:
         return open_policy(args)
     if parsed is not None:
@@ -85,27 +88,27 @@ def _policy(args: argparse.Namespace, parsed: Any) -> Any:
         from lemon.policy.inference import TemplatePolicy
 
         return TemplatePolicy(TemplateVariant(args.template))
-    from lemon.policy.fixed import BestTeamPolicy
-
-    return BestTeamPolicy()
+    return resolve_policy()
 
 
 def _cost_line(result: Any, policy: Any, task: str) -> str | None:
     """The run's tier-priced cost beside one large agent's on the same kind of task."""
     from lemon.policy.fixed import BestTeamPolicy, best_teams
+    from lemon.pricing import COST_UNIT
     from lemon.tasks import classify_task
 
     kind = classify_task(task)
     large = best_teams().get(kind.value, {}).get("large_cost")
-    line = f"cost: {result.priced_tokens:.0f} tier-priced tokens"
+    line = f"cost: {result.priced_tokens:.0f} {COST_UNIT}"
     if large:
         choice = best_teams()[kind.value]
         line += (
             f"; one large agent averages {large:.0f} on {choice['benchmark']} ({choice['source']})"
         )
-    if isinstance(policy, BestTeamPolicy):
+    team = getattr(policy, "policy", policy)  # the default policy wraps the fixed team's
+    if isinstance(team, BestTeamPolicy):
         line += "; team: " + ", ".join(
-            f"{a.name} ({a.role}, {a.capacity.value})" for a in policy.spec(kind).agents
+            f"{a.name} ({a.role}, {a.capacity.value})" for a in team.spec(kind).agents
         )
     return line
 

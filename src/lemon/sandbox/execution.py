@@ -95,10 +95,17 @@ async def _read_capped(
 
 
 async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+    try:
         stdin.write(payload)
         await stdin.drain()
         stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the program exited without reading all of it: its output says why
+    except RuntimeError:
+        # uvloop (lemon serve's loop) raises RuntimeError, not BrokenPipeError, for a pipe
+        # whose reader has gone and whose transport it has closed already
+        if not stdin.transport.is_closing():
+            raise
 
 
 def _left(deadline: float) -> float:
