@@ -4,80 +4,83 @@
 # source: lemon/v1/orchestrator.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "lemon/v1/orchestrator.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'lemon/v1/orchestrator.proto'
 )
 # @@protoc_insertion_point(imports)
 
 _sym_db = _symbol_database.Default()
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n\x1blemon/v1/orchestrator.proto\x12\x08lemon.v1"N\n\nRunOptions\x12\x12\n\nmax_tokens\x18\x01 \x01(\r\x12\x11\n\x04seed\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08template\x18\x03 \x01(\tB\x07\n\x05_seed"]\n\x12OrchestrateRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12%\n\x07options\x18\x02 \x01(\x0b\x32\x14.lemon.v1.RunOptions\x12\x12\n\nrequest_id\x18\x03 \x01(\t"{\n\x12\x45xecuteSpecRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04spec\x18\x02 \x01(\t\x12%\n\x07options\x18\x03 \x01(\x0b\x32\x14.lemon.v1.RunOptions\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t"3\n\x13ValidateSpecRequest\x12\x0c\n\x04spec\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t"L\n\tSpecIssue\x12\x0c\n\x04line\x18\x01 \x01(\r\x12\x0e\n\x06\x63olumn\x18\x02 \x01(\r\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08rendered\x18\x04 \x01(\t"\x91\x01\n\x14ValidateSpecResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12#\n\x06\x65rrors\x18\x02 \x03(\x0b\x32\x13.lemon.v1.SpecIssue\x12%\n\x08warnings\x18\x03 \x03(\x0b\x32\x13.lemon.v1.SpecIssue\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x0e\n\x06\x61gents\x18\x05 \x03(\t";\n\x06Tokens\x12\x0e\n\x06prompt\x18\x01 \x01(\x04\x12\x12\n\ncompletion\x18\x02 \x01(\x04\x12\r\n\x05total\x18\x03 \x01(\x04"\x88\x02\n\x0b\x41gentReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x15\n\rprompt_tokens\x18\x06 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x07 \x01(\x04\x12\x11\n\tlatency_s\x18\x08 \x01(\x01\x12\x10\n\x08\x61ttempts\x18\t \x01(\r\x12\x0e\n\x06reused\x18\n \x01(\x08\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x0e\n\x06output\x18\x0c \x01(\t\x12&\n\x07\x66\x61ilure\x18\r \x01(\x0e\x32\x15.lemon.v1.FailureKind"\x8d\x03\n\x0bRunResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12\x0c\n\x04spec\x18\x04 \x01(\t\x12\x13\n\x0bspec_origin\x18\x05 \x01(\t\x12%\n\x06\x61gents\x18\x06 \x03(\x0b\x32\x15.lemon.v1.AgentReport\x12 \n\x06tokens\x18\x07 \x01(\x0b\x32\x10.lemon.v1.Tokens\x12\x0e\n\x06wall_s\x18\x08 \x01(\x01\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x0f\n\x07profile\x18\n \x01(\t\x12\x14\n\x0cprofile_note\x18\x0b \x01(\t\x12\x15\n\rcritical_path\x18\x0c \x03(\t\x12\r\n\x05\x63\x61lls\x18\r \x01(\r\x12&\n\x07\x66\x61ilure\x18\x0e \x01(\x0e\x32\x15.lemon.v1.FailureKind\x12)\n\x0bspec_choice\x18\x0f \x01(\x0e\x32\x14.lemon.v1.SpecChoice\x12\x0c\n\x04\x63ost\x18\x10 \x01(\x01\x12\x11\n\tcost_unit\x18\x11 \x01(\t"L\n\tSpecReady\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x0e\n\x06output\x18\x02 \x01(\t\x12\x1f\n\x06levels\x18\x03 \x03(\x0b\x32\x0f.lemon.v1.Level"\x17\n\x05Level\x12\x0e\n\x06\x61gents\x18\x01 \x03(\t"\\\n\x0c\x41gentStarted\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0e\n\x06reused\x18\x05 \x01(\x08";\n\nAgentRetry\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\r\n\x05\x65rror\x18\x03 \x01(\t"\xb4\x01\n\rAgentFinished\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x01(\x04\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\r\x12\x0e\n\x06reused\x18\x07 \x01(\x08\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x0e\n\x06output\x18\t \x01(\t"\x83\x02\n\x08RunEvent\x12\t\n\x01t\x18\x01 \x01(\x01\x12)\n\nspec_ready\x18\x02 \x01(\x0b\x32\x13.lemon.v1.SpecReadyH\x00\x12/\n\ragent_started\x18\x03 \x01(\x0b\x32\x16.lemon.v1.AgentStartedH\x00\x12+\n\x0b\x61gent_retry\x18\x04 \x01(\x0b\x32\x14.lemon.v1.AgentRetryH\x00\x12\x31\n\x0e\x61gent_finished\x18\x05 \x01(\x0b\x32\x17.lemon.v1.AgentFinishedH\x00\x12\'\n\x06result\x18\x06 \x01(\x0b\x32\x15.lemon.v1.RunResponseH\x00\x42\x07\n\x05\x65vent"8\n\x0cTierEndpoint\x12\x0c\n\x04tier\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t"-\n\rBuiltinPolicy\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t":\n\x0ePolicyEndpoint\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t"\xf8\x02\n\x10SubmitRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\t\x12\x0e\n\x04spec\x18\x03 \x01(\tH\x00\x12*\n\x06policy\x18\x04 \x01(\x0b\x32\x18.lemon.v1.PolicyEndpointH\x00\x12\x31\n\x0e\x62uiltin_policy\x18\x0c \x01(\x0b\x32\x17.lemon.v1.BuiltinPolicyH\x00\x12\x16\n\x0e\x64\x65\x66\x61ult_policy\x18\r \x01(\x08\x12%\n\x07options\x18\x05 \x01(\x0b\x32\x14.lemon.v1.RunOptions\x12%\n\x05tiers\x18\x06 \x03(\x0b\x32\x16.lemon.v1.TierEndpoint\x12\x12\n\ndeadline_s\x18\x07 \x01(\x01\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x0e\n\x06wait_s\x18\t \x01(\x01\x12\x15\n\rinclude_trace\x18\n \x01(\x08\x12\x17\n\x0fmax_trace_bytes\x18\x0b \x01(\rB\r\n\x0bspec_source"_\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06wait_s\x18\x02 \x01(\x01\x12\x15\n\rinclude_trace\x18\x03 \x01(\x08\x12\x17\n\x0fmax_trace_bytes\x18\x04 \x01(\r""\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t"\xb3\x02\n\x08RunState\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\'\n\x05phase\x18\x02 \x01(\x0e\x32\x18.lemon.v1.RunState.Phase\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\x12%\n\x06result\x18\x04 \x01(\x0b\x32\x15.lemon.v1.RunResponse\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\r\n\x05trace\x18\x06 \x03(\t\x12\r\n\x05\x61ge_s\x18\x07 \x01(\x01\x12&\n\x07\x66\x61ilure\x18\x08 \x01(\x0e\x32\x15.lemon.v1.FailureKind"a\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tSUCCEEDED\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x12\r\n\tCANCELLED\x10\x05*\xbf\x02\n\x0b\x46\x61ilureKind\x12\x1c\n\x18\x46\x41ILURE_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x46\x41ILURE_KIND_DEADLINE\x10\x01\x12!\n\x1d\x46\x41ILURE_KIND_TIER_UNAVAILABLE\x10\x02\x12\x1d\n\x19\x46\x41ILURE_KIND_AGENT_FAILED\x10\x03\x12\x1b\n\x17\x46\x41ILURE_KIND_DEPENDENCY\x10\x04\x12\x1a\n\x16\x46\x41ILURE_KIND_CANCELLED\x10\x05\x12\x1d\n\x19\x46\x41ILURE_KIND_INVALID_SPEC\x10\x06\x12\x1d\n\x19\x46\x41ILURE_KIND_NOT_IN_TABLE\x10\x07\x12\x1c\n\x18\x46\x41ILURE_KIND_INTERRUPTED\x10\x08\x12 \n\x1c\x46\x41ILURE_KIND_BUDGET_EXCEEDED\x10\t*\x98\x01\n\nSpecChoice\x12\x1b\n\x17SPEC_CHOICE_UNSPECIFIED\x10\x00\x12\x14\n\x10SPEC_CHOICE_SPEC\x10\x01\x12\x16\n\x12SPEC_CHOICE_POLICY\x10\x02\x12\x1e\n\x1aSPEC_CHOICE_DEFAULT_POLICY\x10\x03\x12\x1f\n\x1bSPEC_CHOICE_BUILTIN_DEFAULT\x10\x04\x32\xdf\x03\n\x0cOrchestrator\x12\x42\n\x0bOrchestrate\x12\x1c.lemon.v1.OrchestrateRequest\x1a\x15.lemon.v1.RunResponse\x12G\n\x11StreamOrchestrate\x12\x1c.lemon.v1.OrchestrateRequest\x1a\x12.lemon.v1.RunEvent0\x01\x12\x42\n\x0b\x45xecuteSpec\x12\x1c.lemon.v1.ExecuteSpecRequest\x1a\x15.lemon.v1.RunResponse\x12M\n\x0cValidateSpec\x12\x1d.lemon.v1.ValidateSpecRequest\x1a\x1e.lemon.v1.ValidateSpecResponse\x12;\n\tSubmitRun\x12\x1a.lemon.v1.SubmitRunRequest\x1a\x12.lemon.v1.RunState\x12\x35\n\x06GetRun\x12\x17.lemon.v1.GetRunRequest\x1a\x12.lemon.v1.RunState\x12;\n\tCancelRun\x12\x1a.lemon.v1.CancelRunRequest\x1a\x12.lemon.v1.RunStateb\x06proto3'
-)
+
+
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1blemon/v1/orchestrator.proto\x12\x08lemon.v1\"N\n\nRunOptions\x12\x12\n\nmax_tokens\x18\x01 \x01(\r\x12\x11\n\x04seed\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08template\x18\x03 \x01(\tB\x07\n\x05_seed\"]\n\x12OrchestrateRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12%\n\x07options\x18\x02 \x01(\x0b\x32\x14.lemon.v1.RunOptions\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"{\n\x12\x45xecuteSpecRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04spec\x18\x02 \x01(\t\x12%\n\x07options\x18\x03 \x01(\x0b\x32\x14.lemon.v1.RunOptions\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\"3\n\x13ValidateSpecRequest\x12\x0c\n\x04spec\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\"L\n\tSpecIssue\x12\x0c\n\x04line\x18\x01 \x01(\r\x12\x0e\n\x06\x63olumn\x18\x02 \x01(\r\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08rendered\x18\x04 \x01(\t\"\x91\x01\n\x14ValidateSpecResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12#\n\x06\x65rrors\x18\x02 \x03(\x0b\x32\x13.lemon.v1.SpecIssue\x12%\n\x08warnings\x18\x03 \x03(\x0b\x32\x13.lemon.v1.SpecIssue\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x0e\n\x06\x61gents\x18\x05 \x03(\t\";\n\x06Tokens\x12\x0e\n\x06prompt\x18\x01 \x01(\x04\x12\x12\n\ncompletion\x18\x02 \x01(\x04\x12\r\n\x05total\x18\x03 \x01(\x04\"\x88\x02\n\x0b\x41gentReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x15\n\rprompt_tokens\x18\x06 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x07 \x01(\x04\x12\x11\n\tlatency_s\x18\x08 \x01(\x01\x12\x10\n\x08\x61ttempts\x18\t \x01(\r\x12\x0e\n\x06reused\x18\n \x01(\x08\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x0e\n\x06output\x18\x0c \x01(\t\x12&\n\x07\x66\x61ilure\x18\r \x01(\x0e\x32\x15.lemon.v1.FailureKind\"\x8d\x03\n\x0bRunResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12\x0c\n\x04spec\x18\x04 \x01(\t\x12\x13\n\x0bspec_origin\x18\x05 \x01(\t\x12%\n\x06\x61gents\x18\x06 \x03(\x0b\x32\x15.lemon.v1.AgentReport\x12 \n\x06tokens\x18\x07 \x01(\x0b\x32\x10.lemon.v1.Tokens\x12\x0e\n\x06wall_s\x18\x08 \x01(\x01\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x0f\n\x07profile\x18\n \x01(\t\x12\x14\n\x0cprofile_note\x18\x0b \x01(\t\x12\x15\n\rcritical_path\x18\x0c \x03(\t\x12\r\n\x05\x63\x61lls\x18\r \x01(\r\x12&\n\x07\x66\x61ilure\x18\x0e \x01(\x0e\x32\x15.lemon.v1.FailureKind\x12)\n\x0bspec_choice\x18\x0f \x01(\x0e\x32\x14.lemon.v1.SpecChoice\x12\x0c\n\x04\x63ost\x18\x10 \x01(\x01\x12\x11\n\tcost_unit\x18\x11 \x01(\t\"L\n\tSpecReady\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x0e\n\x06output\x18\x02 \x01(\t\x12\x1f\n\x06levels\x18\x03 \x03(\x0b\x32\x0f.lemon.v1.Level\"\x17\n\x05Level\x12\x0e\n\x06\x61gents\x18\x01 \x03(\t\"\\\n\x0c\x41gentStarted\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0e\n\x06reused\x18\x05 \x01(\x08\";\n\nAgentRetry\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xb4\x01\n\rAgentFinished\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x01(\x04\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\r\x12\x0e\n\x06reused\x18\x07 \x01(\x08\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x0e\n\x06output\x18\t \x01(\t\"\x83\x02\n\x08RunEvent\x12\t\n\x01t\x18\x01 \x01(\x01\x12)\n\nspec_ready\x18\x02 \x01(\x0b\x32\x13.lemon.v1.SpecReadyH\x00\x12/\n\ragent_started\x18\x03 \x01(\x0b\x32\x16.lemon.v1.AgentStartedH\x00\x12+\n\x0b\x61gent_retry\x18\x04 \x01(\x0b\x32\x14.lemon.v1.AgentRetryH\x00\x12\x31\n\x0e\x61gent_finished\x18\x05 \x01(\x0b\x32\x17.lemon.v1.AgentFinishedH\x00\x12\'\n\x06result\x18\x06 \x01(\x0b\x32\x15.lemon.v1.RunResponseH\x00\x42\x07\n\x05\x65vent\"8\n\x0cTierEndpoint\x12\x0c\n\x04tier\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\"-\n\rBuiltinPolicy\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\":\n\x0ePolicyEndpoint\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"\xf8\x02\n\x10SubmitRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\t\x12\x0e\n\x04spec\x18\x03 \x01(\tH\x00\x12*\n\x06policy\x18\x04 \x01(\x0b\x32\x18.lemon.v1.PolicyEndpointH\x00\x12\x31\n\x0e\x62uiltin_policy\x18\x0c \x01(\x0b\x32\x17.lemon.v1.BuiltinPolicyH\x00\x12\x16\n\x0e\x64\x65\x66\x61ult_policy\x18\r \x01(\x08\x12%\n\x07options\x18\x05 \x01(\x0b\x32\x14.lemon.v1.RunOptions\x12%\n\x05tiers\x18\x06 \x03(\x0b\x32\x16.lemon.v1.TierEndpoint\x12\x12\n\ndeadline_s\x18\x07 \x01(\x01\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x0e\n\x06wait_s\x18\t \x01(\x01\x12\x15\n\rinclude_trace\x18\n \x01(\x08\x12\x17\n\x0fmax_trace_bytes\x18\x0b \x01(\rB\r\n\x0bspec_source\"_\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06wait_s\x18\x02 \x01(\x01\x12\x15\n\rinclude_trace\x18\x03 \x01(\x08\x12\x17\n\x0fmax_trace_bytes\x18\x04 \x01(\r\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xb3\x02\n\x08RunState\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\'\n\x05phase\x18\x02 \x01(\x0e\x32\x18.lemon.v1.RunState.Phase\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\x12%\n\x06result\x18\x04 \x01(\x0b\x32\x15.lemon.v1.RunResponse\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\r\n\x05trace\x18\x06 \x03(\t\x12\r\n\x05\x61ge_s\x18\x07 \x01(\x01\x12&\n\x07\x66\x61ilure\x18\x08 \x01(\x0e\x32\x15.lemon.v1.FailureKind\"a\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tSUCCEEDED\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x12\r\n\tCANCELLED\x10\x05*\xbf\x02\n\x0b\x46\x61ilureKind\x12\x1c\n\x18\x46\x41ILURE_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x46\x41ILURE_KIND_DEADLINE\x10\x01\x12!\n\x1d\x46\x41ILURE_KIND_TIER_UNAVAILABLE\x10\x02\x12\x1d\n\x19\x46\x41ILURE_KIND_AGENT_FAILED\x10\x03\x12\x1b\n\x17\x46\x41ILURE_KIND_DEPENDENCY\x10\x04\x12\x1a\n\x16\x46\x41ILURE_KIND_CANCELLED\x10\x05\x12\x1d\n\x19\x46\x41ILURE_KIND_INVALID_SPEC\x10\x06\x12\x1d\n\x19\x46\x41ILURE_KIND_NOT_IN_TABLE\x10\x07\x12\x1c\n\x18\x46\x41ILURE_KIND_INTERRUPTED\x10\x08\x12 \n\x1c\x46\x41ILURE_KIND_BUDGET_EXCEEDED\x10\t*\x98\x01\n\nSpecChoice\x12\x1b\n\x17SPEC_CHOICE_UNSPECIFIED\x10\x00\x12\x14\n\x10SPEC_CHOICE_SPEC\x10\x01\x12\x16\n\x12SPEC_CHOICE_POLICY\x10\x02\x12\x1e\n\x1aSPEC_CHOICE_DEFAULT_POLICY\x10\x03\x12\x1f\n\x1bSPEC_CHOICE_BUILTIN_DEFAULT\x10\x04\x32\xdf\x03\n\x0cOrchestrator\x12\x42\n\x0bOrchestrate\x12\x1c.lemon.v1.OrchestrateRequest\x1a\x15.lemon.v1.RunResponse\x12G\n\x11StreamOrchestrate\x12\x1c.lemon.v1.OrchestrateRequest\x1a\x12.lemon.v1.RunEvent0\x01\x12\x42\n\x0b\x45xecuteSpec\x12\x1c.lemon.v1.ExecuteSpecRequest\x1a\x15.lemon.v1.RunResponse\x12M\n\x0cValidateSpec\x12\x1d.lemon.v1.ValidateSpecRequest\x1a\x1e.lemon.v1.ValidateSpecResponse\x12;\n\tSubmitRun\x12\x1a.lemon.v1.SubmitRunRequest\x1a\x12.lemon.v1.RunState\x12\x35\n\x06GetRun\x12\x17.lemon.v1.GetRunRequest\x1a\x12.lemon.v1.RunState\x12;\n\tCancelRun\x12\x1a.lemon.v1.CancelRunRequest\x1a\x12.lemon.v1.RunStateb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "lemon.v1.orchestrator_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'lemon.v1.orchestrator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_FAILUREKIND"]._serialized_start = 3039
-    _globals["_FAILUREKIND"]._serialized_end = 3358
-    _globals["_SPECCHOICE"]._serialized_start = 3361
-    _globals["_SPECCHOICE"]._serialized_end = 3513
-    _globals["_RUNOPTIONS"]._serialized_start = 41
-    _globals["_RUNOPTIONS"]._serialized_end = 119
-    _globals["_ORCHESTRATEREQUEST"]._serialized_start = 121
-    _globals["_ORCHESTRATEREQUEST"]._serialized_end = 214
-    _globals["_EXECUTESPECREQUEST"]._serialized_start = 216
-    _globals["_EXECUTESPECREQUEST"]._serialized_end = 339
-    _globals["_VALIDATESPECREQUEST"]._serialized_start = 341
-    _globals["_VALIDATESPECREQUEST"]._serialized_end = 392
-    _globals["_SPECISSUE"]._serialized_start = 394
-    _globals["_SPECISSUE"]._serialized_end = 470
-    _globals["_VALIDATESPECRESPONSE"]._serialized_start = 473
-    _globals["_VALIDATESPECRESPONSE"]._serialized_end = 618
-    _globals["_TOKENS"]._serialized_start = 620
-    _globals["_TOKENS"]._serialized_end = 679
-    _globals["_AGENTREPORT"]._serialized_start = 682
-    _globals["_AGENTREPORT"]._serialized_end = 946
-    _globals["_RUNRESPONSE"]._serialized_start = 949
-    _globals["_RUNRESPONSE"]._serialized_end = 1346
-    _globals["_SPECREADY"]._serialized_start = 1348
-    _globals["_SPECREADY"]._serialized_end = 1424
-    _globals["_LEVEL"]._serialized_start = 1426
-    _globals["_LEVEL"]._serialized_end = 1449
-    _globals["_AGENTSTARTED"]._serialized_start = 1451
-    _globals["_AGENTSTARTED"]._serialized_end = 1543
-    _globals["_AGENTRETRY"]._serialized_start = 1545
-    _globals["_AGENTRETRY"]._serialized_end = 1604
-    _globals["_AGENTFINISHED"]._serialized_start = 1607
-    _globals["_AGENTFINISHED"]._serialized_end = 1787
-    _globals["_RUNEVENT"]._serialized_start = 1790
-    _globals["_RUNEVENT"]._serialized_end = 2049
-    _globals["_TIERENDPOINT"]._serialized_start = 2051
-    _globals["_TIERENDPOINT"]._serialized_end = 2107
-    _globals["_BUILTINPOLICY"]._serialized_start = 2109
-    _globals["_BUILTINPOLICY"]._serialized_end = 2154
-    _globals["_POLICYENDPOINT"]._serialized_start = 2156
-    _globals["_POLICYENDPOINT"]._serialized_end = 2214
-    _globals["_SUBMITRUNREQUEST"]._serialized_start = 2217
-    _globals["_SUBMITRUNREQUEST"]._serialized_end = 2593
-    _globals["_GETRUNREQUEST"]._serialized_start = 2595
-    _globals["_GETRUNREQUEST"]._serialized_end = 2690
-    _globals["_CANCELRUNREQUEST"]._serialized_start = 2692
-    _globals["_CANCELRUNREQUEST"]._serialized_end = 2726
-    _globals["_RUNSTATE"]._serialized_start = 2729
-    _globals["_RUNSTATE"]._serialized_end = 3036
-    _globals["_RUNSTATE_PHASE"]._serialized_start = 2939
-    _globals["_RUNSTATE_PHASE"]._serialized_end = 3036
-    _globals["_ORCHESTRATOR"]._serialized_start = 3516
-    _globals["_ORCHESTRATOR"]._serialized_end = 3995
+  DESCRIPTOR._loaded_options = None
+  _globals['_FAILUREKIND']._serialized_start=3039
+  _globals['_FAILUREKIND']._serialized_end=3358
+  _globals['_SPECCHOICE']._serialized_start=3361
+  _globals['_SPECCHOICE']._serialized_end=3513
+  _globals['_RUNOPTIONS']._serialized_start=41
+  _globals['_RUNOPTIONS']._serialized_end=119
+  _globals['_ORCHESTRATEREQUEST']._serialized_start=121
+  _globals['_ORCHESTRATEREQUEST']._serialized_end=214
+  _globals['_EXECUTESPECREQUEST']._serialized_start=216
+  _globals['_EXECUTESPECREQUEST']._serialized_end=339
+  _globals['_VALIDATESPECREQUEST']._serialized_start=341
+  _globals['_VALIDATESPECREQUEST']._serialized_end=392
+  _globals['_SPECISSUE']._serialized_start=394
+  _globals['_SPECISSUE']._serialized_end=470
+  _globals['_VALIDATESPECRESPONSE']._serialized_start=473
+  _globals['_VALIDATESPECRESPONSE']._serialized_end=618
+  _globals['_TOKENS']._serialized_start=620
+  _globals['_TOKENS']._serialized_end=679
+  _globals['_AGENTREPORT']._serialized_start=682
+  _globals['_AGENTREPORT']._serialized_end=946
+  _globals['_RUNRESPONSE']._serialized_start=949
+  _globals['_RUNRESPONSE']._serialized_end=1346
+  _globals['_SPECREADY']._serialized_start=1348
+  _globals['_SPECREADY']._serialized_end=1424
+  _globals['_LEVEL']._serialized_start=1426
+  _globals['_LEVEL']._serialized_end=1449
+  _globals['_AGENTSTARTED']._serialized_start=1451
+  _globals['_AGENTSTARTED']._serialized_end=1543
+  _globals['_AGENTRETRY']._serialized_start=1545
+  _globals['_AGENTRETRY']._serialized_end=1604
+  _globals['_AGENTFINISHED']._serialized_start=1607
+  _globals['_AGENTFINISHED']._serialized_end=1787
+  _globals['_RUNEVENT']._serialized_start=1790
+  _globals['_RUNEVENT']._serialized_end=2049
+  _globals['_TIERENDPOINT']._serialized_start=2051
+  _globals['_TIERENDPOINT']._serialized_end=2107
+  _globals['_BUILTINPOLICY']._serialized_start=2109
+  _globals['_BUILTINPOLICY']._serialized_end=2154
+  _globals['_POLICYENDPOINT']._serialized_start=2156
+  _globals['_POLICYENDPOINT']._serialized_end=2214
+  _globals['_SUBMITRUNREQUEST']._serialized_start=2217
+  _globals['_SUBMITRUNREQUEST']._serialized_end=2593
+  _globals['_GETRUNREQUEST']._serialized_start=2595
+  _globals['_GETRUNREQUEST']._serialized_end=2690
+  _globals['_CANCELRUNREQUEST']._serialized_start=2692
+  _globals['_CANCELRUNREQUEST']._serialized_end=2726
+  _globals['_RUNSTATE']._serialized_start=2729
+  _globals['_RUNSTATE']._serialized_end=3036
+  _globals['_RUNSTATE_PHASE']._serialized_start=2939
+  _globals['_RUNSTATE_PHASE']._serialized_end=3036
+  _globals['_ORCHESTRATOR']._serialized_start=3516
+  _globals['_ORCHESTRATOR']._serialized_end=3995
 # @@protoc_insertion_point(module_scope)

@@ -27,7 +27,6 @@ class SpecChoice(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SPEC_CHOICE_POLICY: _ClassVar[SpecChoice]
     SPEC_CHOICE_DEFAULT_POLICY: _ClassVar[SpecChoice]
     SPEC_CHOICE_BUILTIN_DEFAULT: _ClassVar[SpecChoice]
-
 FAILURE_KIND_UNSPECIFIED: FailureKind
 FAILURE_KIND_DEADLINE: FailureKind
 FAILURE_KIND_TIER_UNAVAILABLE: FailureKind
@@ -52,12 +51,7 @@ class RunOptions(_message.Message):
     max_tokens: int
     seed: int
     template: str
-    def __init__(
-        self,
-        max_tokens: _Optional[int] = ...,
-        seed: _Optional[int] = ...,
-        template: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, max_tokens: _Optional[int] = ..., seed: _Optional[int] = ..., template: _Optional[str] = ...) -> None: ...
 
 class OrchestrateRequest(_message.Message):
     __slots__ = ("task", "options", "request_id")
@@ -67,12 +61,7 @@ class OrchestrateRequest(_message.Message):
     task: str
     options: RunOptions
     request_id: str
-    def __init__(
-        self,
-        task: _Optional[str] = ...,
-        options: _Optional[_Union[RunOptions, _Mapping]] = ...,
-        request_id: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, task: _Optional[str] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ExecuteSpecRequest(_message.Message):
     __slots__ = ("task", "spec", "options", "request_id", "source")
@@ -86,14 +75,7 @@ class ExecuteSpecRequest(_message.Message):
     options: RunOptions
     request_id: str
     source: str
-    def __init__(
-        self,
-        task: _Optional[str] = ...,
-        spec: _Optional[str] = ...,
-        options: _Optional[_Union[RunOptions, _Mapping]] = ...,
-        request_id: _Optional[str] = ...,
-        source: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, task: _Optional[str] = ..., spec: _Optional[str] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., request_id: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
 
 class ValidateSpecRequest(_message.Message):
     __slots__ = ("spec", "source")
@@ -113,13 +95,7 @@ class SpecIssue(_message.Message):
     column: int
     message: str
     rendered: str
-    def __init__(
-        self,
-        line: _Optional[int] = ...,
-        column: _Optional[int] = ...,
-        message: _Optional[str] = ...,
-        rendered: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, line: _Optional[int] = ..., column: _Optional[int] = ..., message: _Optional[str] = ..., rendered: _Optional[str] = ...) -> None: ...
 
 class ValidateSpecResponse(_message.Message):
     __slots__ = ("valid", "errors", "warnings", "output", "agents")
@@ -133,14 +109,7 @@ class ValidateSpecResponse(_message.Message):
     warnings: _containers.RepeatedCompositeFieldContainer[SpecIssue]
     output: str
     agents: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(
-        self,
-        valid: _Optional[bool] = ...,
-        errors: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ...,
-        warnings: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ...,
-        output: _Optional[str] = ...,
-        agents: _Optional[_Iterable[str]] = ...,
-    ) -> None: ...
+    def __init__(self, valid: _Optional[bool] = ..., errors: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ..., warnings: _Optional[_Iterable[_Union[SpecIssue, _Mapping]]] = ..., output: _Optional[str] = ..., agents: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Tokens(_message.Message):
     __slots__ = ("prompt", "completion", "total")
@@ -150,29 +119,10 @@ class Tokens(_message.Message):
     prompt: int
     completion: int
     total: int
-    def __init__(
-        self,
-        prompt: _Optional[int] = ...,
-        completion: _Optional[int] = ...,
-        total: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, prompt: _Optional[int] = ..., completion: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class AgentReport(_message.Message):
-    __slots__ = (
-        "name",
-        "role",
-        "capacity",
-        "model",
-        "status",
-        "prompt_tokens",
-        "completion_tokens",
-        "latency_s",
-        "attempts",
-        "reused",
-        "error",
-        "output",
-        "failure",
-    )
+    __slots__ = ("name", "role", "capacity", "model", "status", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "reused", "error", "output", "failure")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -199,43 +149,10 @@ class AgentReport(_message.Message):
     error: str
     output: str
     failure: FailureKind
-    def __init__(
-        self,
-        name: _Optional[str] = ...,
-        role: _Optional[str] = ...,
-        capacity: _Optional[str] = ...,
-        model: _Optional[str] = ...,
-        status: _Optional[str] = ...,
-        prompt_tokens: _Optional[int] = ...,
-        completion_tokens: _Optional[int] = ...,
-        latency_s: _Optional[float] = ...,
-        attempts: _Optional[int] = ...,
-        reused: _Optional[bool] = ...,
-        error: _Optional[str] = ...,
-        output: _Optional[str] = ...,
-        failure: _Optional[_Union[FailureKind, str]] = ...,
-    ) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., capacity: _Optional[str] = ..., model: _Optional[str] = ..., status: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_s: _Optional[float] = ..., attempts: _Optional[int] = ..., reused: _Optional[bool] = ..., error: _Optional[str] = ..., output: _Optional[str] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class RunResponse(_message.Message):
-    __slots__ = (
-        "request_id",
-        "status",
-        "answer",
-        "spec",
-        "spec_origin",
-        "agents",
-        "tokens",
-        "wall_s",
-        "error",
-        "profile",
-        "profile_note",
-        "critical_path",
-        "calls",
-        "failure",
-        "spec_choice",
-        "cost",
-        "cost_unit",
-    )
+    __slots__ = ("request_id", "status", "answer", "spec", "spec_origin", "agents", "tokens", "wall_s", "error", "profile", "profile_note", "critical_path", "calls", "failure", "spec_choice", "cost", "cost_unit")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
@@ -270,26 +187,7 @@ class RunResponse(_message.Message):
     spec_choice: SpecChoice
     cost: float
     cost_unit: str
-    def __init__(
-        self,
-        request_id: _Optional[str] = ...,
-        status: _Optional[str] = ...,
-        answer: _Optional[str] = ...,
-        spec: _Optional[str] = ...,
-        spec_origin: _Optional[str] = ...,
-        agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ...,
-        tokens: _Optional[_Union[Tokens, _Mapping]] = ...,
-        wall_s: _Optional[float] = ...,
-        error: _Optional[str] = ...,
-        profile: _Optional[str] = ...,
-        profile_note: _Optional[str] = ...,
-        critical_path: _Optional[_Iterable[str]] = ...,
-        calls: _Optional[int] = ...,
-        failure: _Optional[_Union[FailureKind, str]] = ...,
-        spec_choice: _Optional[_Union[SpecChoice, str]] = ...,
-        cost: _Optional[float] = ...,
-        cost_unit: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[str] = ..., answer: _Optional[str] = ..., spec: _Optional[str] = ..., spec_origin: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ..., tokens: _Optional[_Union[Tokens, _Mapping]] = ..., wall_s: _Optional[float] = ..., error: _Optional[str] = ..., profile: _Optional[str] = ..., profile_note: _Optional[str] = ..., critical_path: _Optional[_Iterable[str]] = ..., calls: _Optional[int] = ..., failure: _Optional[_Union[FailureKind, str]] = ..., spec_choice: _Optional[_Union[SpecChoice, str]] = ..., cost: _Optional[float] = ..., cost_unit: _Optional[str] = ...) -> None: ...
 
 class SpecReady(_message.Message):
     __slots__ = ("origin", "output", "levels")
@@ -299,12 +197,7 @@ class SpecReady(_message.Message):
     origin: str
     output: str
     levels: _containers.RepeatedCompositeFieldContainer[Level]
-    def __init__(
-        self,
-        origin: _Optional[str] = ...,
-        output: _Optional[str] = ...,
-        levels: _Optional[_Iterable[_Union[Level, _Mapping]]] = ...,
-    ) -> None: ...
+    def __init__(self, origin: _Optional[str] = ..., output: _Optional[str] = ..., levels: _Optional[_Iterable[_Union[Level, _Mapping]]] = ...) -> None: ...
 
 class Level(_message.Message):
     __slots__ = ("agents",)
@@ -324,14 +217,7 @@ class AgentStarted(_message.Message):
     capacity: str
     model: str
     reused: bool
-    def __init__(
-        self,
-        agent: _Optional[str] = ...,
-        role: _Optional[str] = ...,
-        capacity: _Optional[str] = ...,
-        model: _Optional[str] = ...,
-        reused: _Optional[bool] = ...,
-    ) -> None: ...
+    def __init__(self, agent: _Optional[str] = ..., role: _Optional[str] = ..., capacity: _Optional[str] = ..., model: _Optional[str] = ..., reused: _Optional[bool] = ...) -> None: ...
 
 class AgentRetry(_message.Message):
     __slots__ = ("agent", "attempt", "error")
@@ -341,25 +227,10 @@ class AgentRetry(_message.Message):
     agent: str
     attempt: int
     error: str
-    def __init__(
-        self,
-        agent: _Optional[str] = ...,
-        attempt: _Optional[int] = ...,
-        error: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, agent: _Optional[str] = ..., attempt: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class AgentFinished(_message.Message):
-    __slots__ = (
-        "agent",
-        "status",
-        "prompt_tokens",
-        "completion_tokens",
-        "latency_s",
-        "attempts",
-        "reused",
-        "error",
-        "output",
-    )
+    __slots__ = ("agent", "status", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "reused", "error", "output")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -378,18 +249,7 @@ class AgentFinished(_message.Message):
     reused: bool
     error: str
     output: str
-    def __init__(
-        self,
-        agent: _Optional[str] = ...,
-        status: _Optional[str] = ...,
-        prompt_tokens: _Optional[int] = ...,
-        completion_tokens: _Optional[int] = ...,
-        latency_s: _Optional[float] = ...,
-        attempts: _Optional[int] = ...,
-        reused: _Optional[bool] = ...,
-        error: _Optional[str] = ...,
-        output: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, agent: _Optional[str] = ..., status: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_s: _Optional[float] = ..., attempts: _Optional[int] = ..., reused: _Optional[bool] = ..., error: _Optional[str] = ..., output: _Optional[str] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("t", "spec_ready", "agent_started", "agent_retry", "agent_finished", "result")
@@ -405,15 +265,7 @@ class RunEvent(_message.Message):
     agent_retry: AgentRetry
     agent_finished: AgentFinished
     result: RunResponse
-    def __init__(
-        self,
-        t: _Optional[float] = ...,
-        spec_ready: _Optional[_Union[SpecReady, _Mapping]] = ...,
-        agent_started: _Optional[_Union[AgentStarted, _Mapping]] = ...,
-        agent_retry: _Optional[_Union[AgentRetry, _Mapping]] = ...,
-        agent_finished: _Optional[_Union[AgentFinished, _Mapping]] = ...,
-        result: _Optional[_Union[RunResponse, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, t: _Optional[float] = ..., spec_ready: _Optional[_Union[SpecReady, _Mapping]] = ..., agent_started: _Optional[_Union[AgentStarted, _Mapping]] = ..., agent_retry: _Optional[_Union[AgentRetry, _Mapping]] = ..., agent_finished: _Optional[_Union[AgentFinished, _Mapping]] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ...) -> None: ...
 
 class TierEndpoint(_message.Message):
     __slots__ = ("tier", "url", "model")
@@ -423,9 +275,7 @@ class TierEndpoint(_message.Message):
     tier: str
     url: str
     model: str
-    def __init__(
-        self, tier: _Optional[str] = ..., url: _Optional[str] = ..., model: _Optional[str] = ...
-    ) -> None: ...
+    def __init__(self, tier: _Optional[str] = ..., url: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class BuiltinPolicy(_message.Message):
     __slots__ = ("policy", "name")
@@ -443,26 +293,10 @@ class PolicyEndpoint(_message.Message):
     url: str
     model: str
     name: str
-    def __init__(
-        self, url: _Optional[str] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...
-    ) -> None: ...
+    def __init__(self, url: _Optional[str] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class SubmitRunRequest(_message.Message):
-    __slots__ = (
-        "run_id",
-        "task",
-        "spec",
-        "policy",
-        "builtin_policy",
-        "default_policy",
-        "options",
-        "tiers",
-        "deadline_s",
-        "source",
-        "wait_s",
-        "include_trace",
-        "max_trace_bytes",
-    )
+    __slots__ = ("run_id", "task", "spec", "policy", "builtin_policy", "default_policy", "options", "tiers", "deadline_s", "source", "wait_s", "include_trace", "max_trace_bytes")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -489,22 +323,7 @@ class SubmitRunRequest(_message.Message):
     wait_s: float
     include_trace: bool
     max_trace_bytes: int
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        task: _Optional[str] = ...,
-        spec: _Optional[str] = ...,
-        policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ...,
-        builtin_policy: _Optional[_Union[BuiltinPolicy, _Mapping]] = ...,
-        default_policy: _Optional[bool] = ...,
-        options: _Optional[_Union[RunOptions, _Mapping]] = ...,
-        tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ...,
-        deadline_s: _Optional[float] = ...,
-        source: _Optional[str] = ...,
-        wait_s: _Optional[float] = ...,
-        include_trace: _Optional[bool] = ...,
-        max_trace_bytes: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., spec: _Optional[str] = ..., policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ..., builtin_policy: _Optional[_Union[BuiltinPolicy, _Mapping]] = ..., default_policy: _Optional[bool] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ..., deadline_s: _Optional[float] = ..., source: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id", "wait_s", "include_trace", "max_trace_bytes")
@@ -516,13 +335,7 @@ class GetRunRequest(_message.Message):
     wait_s: float
     include_trace: bool
     max_trace_bytes: int
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        wait_s: _Optional[float] = ...,
-        include_trace: _Optional[bool] = ...,
-        max_trace_bytes: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -540,7 +353,6 @@ class RunState(_message.Message):
         SUCCEEDED: _ClassVar[RunState.Phase]
         FAILED: _ClassVar[RunState.Phase]
         CANCELLED: _ClassVar[RunState.Phase]
-
     PHASE_UNSPECIFIED: RunState.Phase
     QUEUED: RunState.Phase
     RUNNING: RunState.Phase
@@ -563,14 +375,4 @@ class RunState(_message.Message):
     trace: _containers.RepeatedScalarFieldContainer[str]
     age_s: float
     failure: FailureKind
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        phase: _Optional[_Union[RunState.Phase, str]] = ...,
-        created: _Optional[bool] = ...,
-        result: _Optional[_Union[RunResponse, _Mapping]] = ...,
-        error: _Optional[str] = ...,
-        trace: _Optional[_Iterable[str]] = ...,
-        age_s: _Optional[float] = ...,
-        failure: _Optional[_Union[FailureKind, str]] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[_Union[RunState.Phase, str]] = ..., created: _Optional[bool] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ..., error: _Optional[str] = ..., trace: _Optional[_Iterable[str]] = ..., age_s: _Optional[float] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
