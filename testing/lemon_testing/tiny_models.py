@@ -145,7 +145,7 @@ def tiny_test_model(
     """
     from transformers import AutoTokenizer
 
-    from lemon.backends.packaged import converted_packaged_model
+    from lemon.backends.converting import converted_packaged_model
 
     target = Path(directory)
     if (target / "config.json").is_file():

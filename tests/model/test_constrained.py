@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from lemon.backends.base import BackendError, Decoding, GenerationRequest, LarkGrammar, Message
 from lemon.backends.callcache import PersistentCallCache
+from lemon.backends.converting import converted_packaged_model
 from lemon.backends.guided import SpecMatcher, guide_tokenizer
 from lemon.backends.local import PACKAGED, LocalBackend, ModelSource, load_model
 from lemon.backends.openai import OpenAIBackend
-from lemon.backends.packaged import converted_packaged_model
 from lemon.evals.baselines import BASELINES, baseline_spec
 from lemon.policy.inference import load_policy
 from lemon.policy.prompt import policy_messages

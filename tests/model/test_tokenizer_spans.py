@@ -52,7 +52,7 @@ def test_the_table_teacher_counts_the_policys_prompt_tokens() -> None:
     a dict): the counter once took its length, 2 keys, for the prompt's tokens."""
     from transformers import AutoTokenizer
 
-    from lemon.backends.packaged import converted_packaged_model
+    from lemon.backends.converting import converted_packaged_model
     from lemon.cli.teacher import _token_counter
 
     count, how = _token_counter()

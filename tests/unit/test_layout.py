@@ -6,6 +6,7 @@ import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import lemon
 import lemon.spec
@@ -147,3 +148,90 @@ def test_product_code_names_no_benchmarks_or_experiments_path() -> None:
     assert named == []
     for waived in _NOT_YET:  # the waiver lapses once the path is gone from the file
         assert path_like.search((root / waived).read_text(encoding="utf-8")), waived
+
+
+def _project_modules() -> dict[str, Path]:
+    root = Path(lemon.__file__).parents[2]
+    found = {}
+    for base, packages in (
+        ("src", ("lemon",)),
+        ("operator", ("lemon_operator",)),
+        ("services", ("lemon_service", "lemon_api", "lemon_cluster")),
+        ("training_jobs", ("lemon_train",)),
+    ):
+        for package in packages:
+            for path in (root / base / package).rglob("*.py"):
+                parts = path.relative_to(root / base).with_suffix("").parts
+                found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, read from its AST: every ``import`` and
+    ``from ... import`` anywhere in the file (inside functions and ``if TYPE_CHECKING:`` too),
+    ``from package import name`` counted as the submodule where ``name`` is one."""
+    import ast
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's package, up level - 1
+                    anchor = package
+                    for _ in range(node.level - 1):
+                        anchor = anchor.rpartition(".")[0]
+                    base = f"{anchor}.{base}" if base else anchor
+                imported = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    for alias in node.names
+                ]
+            else:
+                continue
+            targets.update(t for t in map(owner, imported) if t and t != name)
+        graph[name] = targets
+    return graph
+
+
+def test_the_import_graph_sees_deferred_and_type_checking_imports(tmp_path: Path) -> None:
+    """A circle hidden by an import inside a function and one under ``TYPE_CHECKING`` is still
+    a circle to the walk."""
+    (tmp_path / "pkg").mkdir()
+    files = {
+        "pkg": "",
+        "pkg.a": "def load():\n    from pkg import b\n    return b\n",
+        "pkg.b": "import typing\nif typing.TYPE_CHECKING:\n    from pkg.a import load\n",
+        "pkg.c": "from . import a\n",
+    }
+    modules = {}
+    for name, text in files.items():
+        path = tmp_path / ("pkg/__init__.py" if name == "pkg" else f"{name.replace('.', '/')}.py")
+        path.write_text(text)
+        modules[name] = path
+    assert import_graph(modules) == {
+        "pkg": set(),
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.a"},
+        "pkg.c": {"pkg.a"},
+    }
+
+
+def test_no_import_cycles_among_modules() -> None:
+    """No circle among the project's modules, deferred imports included: a module that needs
+    another's types or code at run time sits below it, never beside it both ways (the GGUF
+    conversion in lemon.backends.converting, the web view's reference types in
+    lemon.ui.sources, pydantic's located errors in lemon.spec.shape_issues)."""
+    import networkx as nx
+
+    graph = nx.DiGraph(import_graph(_project_modules()))
+    cycles = sorted(sorted(cycle) for cycle in nx.simple_cycles(graph))
+    assert cycles == []

@@ -14,7 +14,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from lemon.backends.packaged import GGUF_BASE_PREFIX
+from lemon.backends.converting import GGUF_BASE_PREFIX
 from lemon.learning.training_config import PACKAGED_BASE
 from lemon.policy.version import METADATA_FILE, PolicyMetadata, PolicyVersionError, read_policy
 from lemon_train.errors import TrainingError
@@ -36,12 +36,12 @@ def resolve_base(base_model: str) -> tuple[str, PolicyMetadata | None]:
     model directory; anything else is a Hugging Face id (which needs the hub).
     """
     if base_model == PACKAGED_BASE:
-        from lemon.backends.packaged import converted_packaged_model
+        from lemon.backends.converting import converted_packaged_model
 
         return str(converted_packaged_model("bfloat16")), None
     if base_model.startswith(GGUF_BASE_PREFIX):  # a fetched pinned GGUF model, dequantized
+        from lemon.backends.converting import converted_gguf_model
         from lemon.backends.ggufs import ModelNotFetched
-        from lemon.backends.packaged import converted_gguf_model
 
         try:
             return str(converted_gguf_model(base_model.removeprefix(GGUF_BASE_PREFIX))), None

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lemon.backends.packaged import packaged_model
 from lemon.pricing import MODEL_PARAMETERS
 
 __all__ = [
@@ -204,8 +205,6 @@ def locate(model: GgufModel) -> Path:
     Raises :class:`ModelNotFetched` (a pinned model not in the cache, or a cached file of the
     wrong size) or :class:`lemon.backends.packaged.PackagedModelMissing`."""
     if model.wheels is None:
-        from lemon.backends.packaged import packaged_model
-
         return check_header(model, packaged_model().path)
     path = models_dir() / model.filename
     try:

@@ -38,14 +38,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lemon.backends.base import BackendError, Generation, GenerationRequest, Message
-from lemon.backends.packaged import (
+from lemon.backends.converting import (
     GGUF_BASE_PREFIX,
-    PACKAGED,
     converted_gguf_model,
     converted_packaged_model,
-    packaged_model,
-    quiet_transformers,
 )
+from lemon.backends.packaged import PACKAGED, packaged_model, quiet_transformers
 
 if TYPE_CHECKING:
     from lemon.backends.guided import GuidedLogits

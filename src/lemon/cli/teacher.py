@@ -208,7 +208,7 @@ def _token_counter() -> tuple[Any, str]:
     try:
         from transformers import AutoTokenizer
 
-        from lemon.backends.packaged import converted_packaged_model
+        from lemon.backends.converting import converted_packaged_model
 
         tokenizer = AutoTokenizer.from_pretrained(str(converted_packaged_model("bfloat16")))
     except (ImportError, OSError):

@@ -117,8 +117,8 @@ class RoleLibrary(Mapping[str, Role]):
 
 
 def _parse_roles(text: str, *, source: str) -> list[Role]:
+    from lemon.spec.shape_issues import pydantic_issues
     from lemon.spec.source import load_document
-    from lemon.spec.validation import pydantic_issues
 
     data, source_map = load_document(text, source=source)
     try:

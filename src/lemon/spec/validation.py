@@ -8,9 +8,7 @@ type in one agent does not hide a dangling reference in another.
 
 from __future__ import annotations
 
-import difflib
 import os
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,8 +17,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from lemon.spec.issues import Issue, SpecError
-from lemon.spec.models import Agent, LemonSpec, LemonSpecBody, ObjectMeta, Spec
+from lemon.spec.models import LemonSpec, Spec
 from lemon.spec.roles import RoleLibrary, default_roles
+from lemon.spec.shape_issues import pydantic_issues, suggest
 from lemon.spec.source import NodePath, SourceMap, read_document
 
 __all__ = [
@@ -33,15 +32,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_AGENTS = 64
-
-_KNOWN_KEYS = sorted(
-    {
-        *Agent.model_fields,
-        *LemonSpecBody.model_fields,
-        *LemonSpec.model_fields,
-        *ObjectMeta.model_fields,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,65 +70,6 @@ class ParsedSpec:
 
     def agent_path(self, name: str, *rest: str | int) -> NodePath:
         return (*self.base, "agents", self.agent_index[name], *rest)
-
-
-def _dotted(path: Sequence[str | int]) -> str:
-    out = ""
-    for step in path:
-        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
-    return out or "<root>"
-
-
-def _suggest(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _names_an_agent(path: NodePath) -> bool:
-    return bool(path) and (
-        path[-1] in {"name", "output", "profile"} or (len(path) > 1 and path[-2] == "depends_on")
-    )
-
-
-def pydantic_issues(
-    exc: ValidationError, source_map: SourceMap, *, base: NodePath = ()
-) -> list[Issue]:
-    """Translate pydantic's errors into issues located at their YAML nodes."""
-    issues = []
-    for error in exc.errors(include_url=False):
-        path: NodePath = (*base, *(step for step in error["loc"] if isinstance(step, str | int)))
-        kind = error["type"]
-        on_key = path[-1:] == ("[key]",)  # a mapping's key failed (e.g. an unknown tier)
-        if on_key:
-            path = path[:-1]
-        where = _dotted(path)
-        if on_key:
-            message = f"{where}: invalid key: {error['msg']}"
-            issues.append(source_map.locate(path, message, at_key=True))
-            continue
-        if kind == "extra_forbidden":
-            key = str(path[-1])
-            message = f"unknown key {key!r} at {where}{_suggest(key, _KNOWN_KEYS)}"
-            issues.append(source_map.locate(path, message, at_key=True))
-        elif kind == "too_short" and path[-1:] == ("agents",):
-            issues.append(source_map.locate(path, "no agents: a spec needs at least one"))
-        elif kind == "string_pattern_mismatch" and _names_an_agent(path):
-            message = (
-                f"{where}: {error.get('input')!r} is not a valid name (a lowercase DNS-1123 "
-                "label: a-z, 0-9 and '-', starting and ending with a letter or digit)"
-            )
-            issues.append(source_map.locate(path, message))
-        elif kind == "missing":
-            message = f"missing required key {str(path[-1])!r} at {where}"
-            issues.append(source_map.locate(path[:-1], message))
-        else:
-            got = error.get("input")
-            shown = f" (got {got!r})" if isinstance(got, str | int | float | bool) else ""
-            message = f"{where}: {error['msg']}{shown}"
-            if got is None and kind in {"string_type", "enum", "literal_error"}:
-                message = f"{where}: a value is required here (got null)"
-            issues.append(source_map.locate(path, message))
-    return issues
 
 
 class _Semantics:
@@ -191,7 +122,7 @@ class _Semantics:
             if isinstance(role, str) and role not in roles:
                 self.at(
                     ("agents", i, "role"),
-                    f"unknown role {role!r}{_suggest(role, roles)} "
+                    f"unknown role {role!r}{suggest(role, roles)} "
                     f"(known roles: {', '.join(sorted(roles))})",
                 )
 
@@ -212,7 +143,7 @@ class _Semantics:
                 elif dep not in self.names:
                     self.at(
                         where,
-                        f"{name!r} depends on unknown agent {dep!r}{_suggest(dep, self.names)}",
+                        f"{name!r} depends on unknown agent {dep!r}{suggest(dep, self.names)}",
                     )
                 elif dep in listed:
                     self.at(where, f"{dep!r} is listed twice in {name!r}'s depends_on")
@@ -257,7 +188,7 @@ class _Semantics:
             if output not in self.names:
                 self.at(
                     ("output",),
-                    f"output names unknown agent {output!r}{_suggest(output, self.names)}",
+                    f"output names unknown agent {output!r}{suggest(output, self.names)}",
                 )
                 return None
             return output

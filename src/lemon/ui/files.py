@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lemon.events import EVENT_TYPES, Event, RunFinished, decode_event
 from lemon.ui.runs import RunSummary, split_runs, summarise
-from lemon.ui.sources import RunEvents
+from lemon.ui.sources import EvalRef, RunEvents, TrainingRef
 
 __all__ = ["EvalRef", "LocalFiles", "RunRef", "TrainingRef", "read_events", "short_id"]
 
@@ -83,22 +83,6 @@ class RunRef:
     path: Path
     index: int
     summary: RunSummary
-
-
-@dataclass(slots=True)
-class EvalRef:
-    id: str
-    path: Path
-    """The run folder (``items.jsonl``, ``summary.json``)."""
-    label: str
-
-
-@dataclass(slots=True)
-class TrainingRef:
-    id: str
-    metrics: Path
-    credit: Path | None
-    label: str
 
 
 @dataclass(slots=True)

@@ -9,15 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import Protocol
 
 from lemon.events import Event
 from lemon.ui.runs import RunSummary
 
-if TYPE_CHECKING:
-    from lemon.ui.files import EvalRef, TrainingRef
+__all__ = ["EvalRef", "RunEvents", "Source", "TrainingRef"]
 
-__all__ = ["RunEvents", "Source"]
+
+@dataclass(slots=True)
+class EvalRef:
+    """An evaluation run folder a source offers."""
+
+    id: str
+    path: Path
+    """The run folder (``items.jsonl``, ``summary.json``)."""
+    label: str
+
+
+@dataclass(slots=True)
+class TrainingRef:
+    """A training run a source offers: its metrics, and its credit file where it wrote one."""
+
+    id: str
+    metrics: Path
+    credit: Path | None
+    label: str
 
 
 @dataclass(frozen=True, slots=True)
