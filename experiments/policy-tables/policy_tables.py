@@ -335,6 +335,14 @@ def summary() -> dict[str, Any]:
         if found is not None:
             out[bench] = found
     out |= credit_ratio("svamp")
+    out["credit_calls_note"] = (
+        "credit_calls_ratio: the credit arm's distinct worker calls when its held-out reward first "
+        "reached plain GRPO's final one (its whole run's if never), over plain GRPO's whole run, "
+        "means over seeds; on these seeds the credit arm got there only at its last step or "
+        "never, so it is in effect the mutants' extra calls per step. credit_calls_ratio_ci95 "
+        "is a percentile bootstrap over three seeds: no more than the range of the seeds' own "
+        "ratios, not a confidence interval."
+    )
     paid = credit_ratio("svamp", "paid")
     out["paid_credit_calls_ratio"] = paid["credit_calls_ratio"]
     out["paid_credit_calls_ratio_ci95"] = paid["credit_calls_ratio_ci95"]
