@@ -39,12 +39,20 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from lemon.pricing import TierPrices
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
 from lemon.resources import CapacityProfileSpec
 from lemon.resources.lemon_run import TERMINAL_PHASES, RunPhase
 from lemon_operator import kube, manifests, specs, statuses
 from lemon_operator.reconciling import Observed
-from lemon_operator.run_plans import Ready, Refused, Waiting, plan_run, referenced
+from lemon_operator.run_plans import (
+    Ready,
+    Refused,
+    Waiting,
+    default_policy,
+    plan_run,
+    referenced,
+    task_only,
+)
 from lemon_operator.run_results import (
     ServiceRun,
     failure_of,
@@ -78,11 +86,13 @@ async def _blocking(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 def _prices(found: Body | None) -> TierPrices:
-    """A profile's prices (none, when it is gone or invalid: the cost is then 0)."""
+    """A profile's prices, relative to its medium tier's (tier-priced tokens; the default
+    prices when it is gone or invalid)."""
     try:
-        return CapacityProfileSpec.model_validate((found or {}).get("spec") or {}).prices()
+        spec = CapacityProfileSpec.model_validate((found or {}).get("spec") or {})
     except ValidationError:
-        return TierPrices.as_given({})
+        return DEFAULT_TIER_PRICES
+    return spec.tier_prices()
 
 
 class RunDriver:
@@ -137,12 +147,18 @@ class RunDriver:
         await self._expire()
 
     async def _plan(self) -> Ready | Waiting | Refused:
-        source = None
+        source = default = None
         found = referenced(self.body)
         if found is not None:
             kind = kube.SPECS if found[0] == "LemonSpec" else kube.POLICIES
             source = await _blocking(self.client.get, kind, namespace=self.namespace, name=found[1])
-        return plan_run(self.body, source=source, profile_of=self.profile_of)
+        elif task_only(self.body):  # the namespace's default LemonPolicy, if it has one
+            policies = await _blocking(self.client.list, kube.POLICIES, namespace=self.namespace)
+            chosen = default_policy(list(policies))
+            if isinstance(chosen, Waiting):
+                return chosen
+            default = chosen
+        return plan_run(self.body, source=source, profile_of=self.profile_of, default=default)
 
     async def _start(self, service: Service) -> None:
         delay = POLL_S

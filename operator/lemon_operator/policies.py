@@ -1,7 +1,9 @@
 """Handlers for ``LemonPolicy``: serve the chosen version, roll it when the choice changes, and
 publish the versions trainings produce.
 
-The served version runs on the policy's own InferenceService (``<policy>-policy``). A reconcile
+The served version runs on the policy's own InferenceService (``<policy>-policy``); a built-in
+version (checkpoint ``lemon://<name>``, :mod:`lemon.policy.defaults`) needs none: the
+orchestration service runs it, so it is Ready at once. A reconcile
 reads the policy and that InferenceService afresh and makes the latter serve ``servedVersion``
 (:func:`lemon_operator.reconciling.converge`: one server-side apply when the version or the
 serving settings changed, and KServe rolls it out); status says which version the
@@ -142,6 +144,9 @@ def _reconcile(client: kube.Client, policy: Observed) -> None:
         unset = made.false("Ready", reason="NoServedVersion", message="servedVersion is not set")
         _record(client, policy, new=idle, ready=unset)
         return
+    if entry.builtin is not None:
+        _serve_builtin(client, policy, spec=spec, entry=entry, current=current, owned=owned)
+        return
     if current is not None and not owned:
         taken = f"InferenceService {isvc_name} exists and is not this policy's"
         _record(
@@ -180,6 +185,35 @@ def _reconcile(client: kube.Client, policy: Observed) -> None:
             "Ready", reason="Rolling", message=f"waiting for {isvc_name} to serve {entry.name}"
         )
     )
+    _record(client, policy, new=new, ready=ready)
+
+
+def _serve_builtin(
+    client: kube.Client,
+    policy: Observed,
+    *,
+    spec: PolicySpec,
+    entry: PolicyVersionEntry,
+    current: Mapping[str, Any] | None,
+    owned: bool,
+) -> None:
+    """A built-in version (``lemon://<name>``): the orchestration service runs it itself, so
+    it is Ready at once, on no InferenceService (an earlier version's is deleted)."""
+    isvc_name = manifests.policy_inference_service_name(policy.name)
+    if current is not None and owned:
+        client.delete(kube.ISVC, namespace=policy.namespace, name=isvc_name)
+        log.info("%s: deleted %s (version %s is built in)", policy.label, isvc_name, entry.name)
+    new = LemonPolicyStatus(
+        observed_generation=policy.generation,
+        served_version=entry.name,
+        version_count=len(spec.versions),
+        ready=True,
+    )
+    message = (
+        f"version {entry.name} is LEMON's built-in policy {entry.builtin}, run by the "
+        "orchestration service (no InferenceService)"
+    )
+    ready = policy.conditions.true("Ready", reason="BuiltIn", message=message)
     _record(client, policy, new=new, ready=ready)
 
 

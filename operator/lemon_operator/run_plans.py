@@ -2,7 +2,11 @@
 reads are handed in).
 
 The spec comes from the run (inline), a LemonSpec (``specRef``) or a LemonPolicy's served
-version (``policyRef``); the tiers from the capacity profile's status (the run's ``profile``,
+version (``policyRef``); a run that gives only its task gets the namespace's default
+LemonPolicy (``spec.default: true``), else none: the service's default policy writes it (its
+own, else LEMON's built-in default; the one resolution order of :mod:`lemon.policy.defaults`).
+A policy's built-in version (``lemon://<name>``) is run by the service itself. The tiers
+from the capacity profile's status (the run's ``profile``,
 else the referenced LemonSpec's, else ``default``), each at KServe's OpenAI path. A run whose
 inputs are missing or not ready waits (:class:`Waiting`, a Pending reason); one that cannot run
 as it is (an invalid inline spec; a spec on a tier its profile does not serve) is
@@ -22,6 +26,7 @@ from pydantic import ValidationError
 
 from lemon.pricing import TierPrices
 from lemon.resources import CapacityProfileSpec, TierStatus
+from lemon.resources.lemon_policy import PolicySpec
 from lemon.resources.lemon_run import (
     KSERVE_OPENAI_PATH,
     LemonRunSpec,
@@ -33,7 +38,16 @@ from lemon.spec import Capacity, SpecError, parse_spec
 from lemon_operator import locking, manifests, specs
 from lemon_operator.run_results import PolicyTarget, RunOrder
 
-__all__ = ["Ready", "Refused", "Waiting", "plan_run", "profile_tiers", "referenced"]
+__all__ = [
+    "Ready",
+    "Refused",
+    "Waiting",
+    "default_policy",
+    "plan_run",
+    "profile_tiers",
+    "referenced",
+    "task_only",
+]
 
 Body = Mapping[str, Any]
 
@@ -60,7 +74,7 @@ class Ready:
     order: RunOrder
     profile: str
     prices: TierPrices = field(default_factory=lambda: TierPrices.as_given({}))
-    """The profile's ``costPerToken`` of each tier (dollars)."""
+    """The profile's prices, relative to its medium tier's (tier-priced tokens)."""
 
 
 def referenced(body: Body) -> tuple[Literal["LemonSpec", "LemonPolicy"], str] | None:
@@ -71,6 +85,28 @@ def referenced(body: Body) -> tuple[Literal["LemonSpec", "LemonPolicy"], str] | 
         if isinstance(ref, dict) and ref.get("name"):
             return kind, str(ref["name"])  # type: ignore[return-value]  # one of the two kinds
     return None
+
+
+def task_only(body: Body) -> bool:
+    """Whether the run gives only its task (no specRef, spec or policyRef)."""
+    spec = body.get("spec") or {}
+    return not any(spec.get(key) for key in ("specRef", "spec", "policyRef"))
+
+
+def default_policy(policies: list[Body]) -> Body | Waiting | None:
+    """The namespace's default LemonPolicy among ``policies`` (those with ``spec.default``),
+    None when there is none; two or more wait (``DefaultPolicyAmbiguous``)."""
+    found = sorted(
+        (p for p in policies if locking.live(p) and (p.get("spec") or {}).get("default")),
+        key=lambda p: str(p["metadata"]["name"]),
+    )
+    if len(found) > 1:
+        names = ", ".join(str(p["metadata"]["name"]) for p in found)
+        return Waiting(
+            "DefaultPolicyAmbiguous",
+            f"LemonPolicies {names} all say default: true; a namespace has at most one",
+        )
+    return found[0] if found else None
 
 
 def _errors(error: SpecError) -> str:
@@ -98,16 +134,22 @@ class _Source:
 
 
 def plan_run(
-    body: Body, *, source: Body | None, profile_of: Callable[[str], Body | None]
+    body: Body,
+    *,
+    source: Body | None,
+    profile_of: Callable[[str], Body | None],
+    default: Body | None = None,
 ) -> Ready | Waiting | Refused:
     """The run's order for the service. ``source`` is the object :func:`referenced` names (None
-    when it does not exist or the spec is inline); ``profile_of`` finds a capacity profile."""
+    when it does not exist or the spec is inline); ``default`` the namespace's default
+    LemonPolicy (:func:`default_policy`; read for a task-only run); ``profile_of`` finds a
+    capacity profile."""
     metadata = body["metadata"]
     try:
         run = LemonRunSpec.model_validate(body.get("spec") or {})
     except ValidationError as error:
         return Refused("Invalid", "; ".join(issue["msg"] for issue in error.errors()))
-    spec = _spec_source(run, metadata=metadata, source=source)
+    spec = _spec_source(run, metadata=metadata, source=source, default=default)
     if not isinstance(spec, _Source):
         return spec
     profile = run.profile or spec.profile or specs.DEFAULT_PROFILE
@@ -129,9 +171,13 @@ def plan_run(
 
 
 def _spec_source(
-    run: LemonRunSpec, *, metadata: Body, source: Body | None
+    run: LemonRunSpec, *, metadata: Body, source: Body | None, default: Body | None = None
 ) -> _Source | Waiting | Refused:
     namespace, name = metadata["namespace"], metadata["name"]
+    if run.spec is None and run.spec_ref is None and run.policy_ref is None:
+        if default is None:  # the service's default policy writes it
+            return _Source(f"LemonRun {namespace}/{name} (task only)")
+        return _policy_source(default, namespace=namespace, is_default=True)
     if run.spec is not None:
         origin = _origin(namespace, name, metadata)
         # JSON is YAML, and much quicker to write; positions in it mean nothing to the user,
@@ -157,20 +203,49 @@ def _spec_source(
         return _Source(
             origin, text, needed=needed, profile=(source.get("spec") or {}).get("profile")
         )
-    assert run.policy_ref is not None  # exactly one source: LemonRunSpec checked it
+    assert run.policy_ref is not None  # at most one source: LemonRunSpec checked it
     ref = run.policy_ref.name
     if not locking.live(source):
-        return Waiting("PolicyNotFound", f"no LemonPolicy {ref} in {namespace}")
-    served = source.get("status") or {}
-    if not served.get("ready") or not served.get("url") or not served.get("servedVersion"):
-        return Waiting("PolicyNotReady", f"LemonPolicy {ref} serves no ready version yet")
-    origin = f"LemonPolicy {namespace}/{ref}@{served['servedVersion']}"
+        return Waiting(
+            "PolicyNotFound",
+            f"policyRef names LemonPolicy {ref}, and {namespace} has none; the run waits for it",
+        )
+    return _policy_source(source, namespace=namespace, is_default=False)
+
+
+def _policy_source(found: Body, *, namespace: str, is_default: bool) -> _Source | Waiting:
+    """A LemonPolicy's served version as the run's policy: its endpoint, or the built-in
+    policy its version names (which the service runs: ready at once)."""
+    ref = str(found["metadata"]["name"])
+    served = found.get("status") or {}
+    version = served.get("servedVersion")
+    builtin = _builtin(found, version)
+    what = "the namespace's default LemonPolicy" if is_default else "LemonPolicy"
+    if not served.get("ready") or not version or (builtin is None and not served.get("url")):
+        return Waiting("PolicyNotReady", f"{what} {ref} serves no ready version yet")
+    origin = f"LemonPolicy {namespace}/{ref}@{version}"
+    if is_default:
+        origin = f"default {origin}"
+    if builtin is not None:
+        policy = PolicyTarget(url="", model="", name=origin, builtin=builtin, default=is_default)
+        return _Source(origin, policy=policy)
     policy = PolicyTarget(
         url=str(served["url"]).rstrip("/") + KSERVE_OPENAI_PATH,
         model=ref,  # the operator serves a policy under its own name (--model_name)
         name=origin,
+        default=is_default,
     )
     return _Source(origin, policy=policy)
+
+
+def _builtin(found: Body, version: object) -> str | None:
+    """The built-in policy the served version names (``lemon://<name>``), else None."""
+    try:
+        spec = PolicySpec.model_validate(found.get("spec") or {})
+    except ValidationError:
+        return None
+    entry = spec.version(str(version)) if version else None
+    return entry.builtin if entry is not None else None
 
 
 def profile_tiers(
@@ -211,4 +286,4 @@ def profile_tiers(
         return Waiting(
             "TiersNotReady", f"waiting for {', '.join(waiting)} of profile {profile}", False
         )
-    return tuple(endpoints[tier] for tier in wanted), profile_spec.prices()
+    return tuple(endpoints[tier] for tier in wanted), profile_spec.tier_prices()

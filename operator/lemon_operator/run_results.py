@@ -23,7 +23,7 @@ from typing import Any
 
 from lemon.engine.results import FailureKind
 from lemon.events import TraceTruncated, encode_event
-from lemon.pricing import TierPrices
+from lemon.pricing import COST_UNIT, TierPrices
 from lemon.resources import Condition
 from lemon.resources.lemon_run import (
     MAX_ANSWER_CHARS,
@@ -77,11 +77,15 @@ CamelCase (``tier_unavailable`` is ``TierUnavailable``, ``agent_failed`` ``Agent
 
 @dataclass(frozen=True, slots=True)
 class PolicyTarget:
-    """The policy endpoint that writes a run's spec."""
+    """The policy that writes a run's spec: an endpoint (``url``, ``model``), or a built-in
+    policy the service runs itself (``builtin``); ``default`` when it is the namespace's
+    default LemonPolicy, not one the run named."""
 
     url: str
     model: str
     name: str
+    builtin: str | None = None
+    default: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +145,12 @@ def failure_of(run: ServiceRun) -> Failure | None:
 
 
 def run_cost(agents: Sequence[RunAgentStatus], *, prices: TierPrices) -> float:
-    """Dollars: each agent's tokens at its tier's price (:meth:`TierPrices.priced`, the one
-    notion of cost), rounded to 1e-12 so float noise never shows."""
+    """Tier-priced tokens: each agent's tokens at its tier's price (:meth:`TierPrices.priced`,
+    the one notion of cost), rounded to 1e-6 so float noise never shows."""
     by_tier: dict[str, int] = {}
     for agent in agents:
         by_tier[agent.tier] = by_tier.get(agent.tier, 0) + agent.tokens
-    return round(prices.priced(by_tier), 12)
+    return round(prices.priced(by_tier), 6)
 
 
 def _status(
@@ -283,6 +287,7 @@ def finished_status(
         agents=list(run.agents) if ran else None,
         tokens=run.tokens if ran else None,
         cost=run_cost(run.agents, prices=prices) if ran else None,
+        cost_unit=COST_UNIT if ran else None,
         wall_seconds=round(run.wall_s, 4) if ran else None,
         trace=trace,
         message=message,

@@ -151,12 +151,18 @@ def run_request(order: RunOrder, *, wait_s: float) -> pb.SubmitRunRequest:
     )
     if order.spec is not None:
         request.spec = order.spec
+    elif order.policy is not None and order.policy.builtin is not None:
+        request.builtin_policy.CopyFrom(
+            pb.BuiltinPolicy(policy=order.policy.builtin, name=order.policy.name)
+        )
     elif order.policy is not None:
         request.policy.CopyFrom(
             pb.PolicyEndpoint(
                 url=order.policy.url, model=order.policy.model, name=order.policy.name
             )
         )
+    # neither: the service's default policy writes the spec (its own, else LEMON's built-in)
+    request.default_policy = order.policy is not None and order.policy.default
     return request
 
 

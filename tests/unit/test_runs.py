@@ -23,7 +23,7 @@ from lemon.events import (
     TraceTruncated,
     decode_event,
 )
-from lemon.pricing import TierPrices
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
 from lemon.resources import CapacityProfileSpec, TierStatus, crd
 from lemon.resources.lemon_run import (
     LemonRunSpec,
@@ -39,7 +39,15 @@ from lemon.resources.lemon_run import (
 from lemon.spec import Capacity, parse_spec
 from lemon_api.v1 import orchestrator_pb2 as pb
 from lemon_operator import manifests
-from lemon_operator.run_plans import Ready, Refused, Waiting, plan_run, referenced
+from lemon_operator.run_plans import (
+    Ready,
+    Refused,
+    Waiting,
+    default_policy,
+    plan_run,
+    referenced,
+    task_only,
+)
 from lemon_operator.run_results import (
     FAILURE_REASONS,
     MAX_TRACE_BYTES,
@@ -52,7 +60,7 @@ from lemon_operator.run_results import (
     running_status,
     trace_text,
 )
-from lemon_operator.service import client_config, service_run
+from lemon_operator.service import client_config, run_request, service_run
 from lemon_service.convert import failure_kind
 from lemon_service.run_store import bounded_trace
 
@@ -71,21 +79,26 @@ NO_PRICES = TierPrices.as_given({})
     [combo for size in range(4) for combo in itertools.combinations(SOURCES, size)],
     ids=lambda combo: "+".join(combo) or "none",
 )
-def test_a_run_needs_exactly_one_source_of_its_spec(given: tuple[str, ...]) -> None:
+def test_a_run_gives_at_most_one_source_of_its_spec(given: tuple[str, ...]) -> None:
+    """None (the task alone: LEMON chooses) or one; two or more are refused, named."""
     body = {"task": "What is 2 + 3?", **{key: SOURCES[key] for key in given}}
-    if len(given) == 1:
+    if len(given) <= 1:
         assert LemonRunSpec.model_validate(body).task == "What is 2 + 3?"
     else:
-        with pytest.raises(ValidationError, match="exactly one of specRef, spec or policyRef"):
+        found = ", ".join(given)
+        with pytest.raises(
+            ValidationError,
+            match=f"at most one of specRef, spec or policyRef may be given \\(got {found}\\)",
+        ):
             LemonRunSpec.model_validate(body)
 
 
 def test_the_crd_states_the_same_rules_in_cel() -> None:
     spec = crd("LemonRun")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     rules = {rule["message"]: rule["rule"] for rule in spec["spec"]["x-kubernetes-validations"]}
-    assert rules["exactly one of specRef, spec or policyRef is needed"] == (
+    assert rules["at most one of specRef, spec or policyRef may be given"] == (
         "(has(self.specRef) ? 1 : 0) + (has(self.spec) ? 1 : 0) + "
-        "(has(self.policyRef) ? 1 : 0) == 1"
+        "(has(self.policyRef) ? 1 : 0) <= 1"
     )
     assert rules["a run's spec is immutable; create a new LemonRun"] == "self == oldSelf"
     inline = spec["spec"]["properties"]["spec"]
@@ -131,6 +144,10 @@ def test_cost_prices_each_agents_tokens_at_its_tier() -> None:
         }
     )
     assert profile.prices() == TierPrices(small=0.002, medium=0.004, large=0.0)
+    # a run's cost is in tier-priced tokens: costPerToken relative to the medium tier's
+    assert profile.tier_prices() == TierPrices(small=0.5, medium=1.0, large=0.0)
+    unpriced = CapacityProfileSpec.model_validate({"small": {"model": "org/s"}})
+    assert unpriced.tier_prices() == DEFAULT_TIER_PRICES
 
 
 @pytest.mark.parametrize(
@@ -217,7 +234,7 @@ def test_an_inline_run_with_ready_tiers_is_planned_in_full() -> None:
     )
     assert parse_spec(order.spec or "").spec.agents[1].depends_on == ["planner"]
     assert (order.max_tokens, order.deadline_s, order.policy) == (16, 60.0, None)
-    assert plan.prices == TierPrices(small=0.001, medium=0.002, large=0.0)
+    assert plan.prices == TierPrices(small=0.5, medium=1.0, large=0.0)
     assert plan.profile == "default"
 
 
@@ -352,6 +369,7 @@ def test_a_succeeded_run_records_answer_agents_tokens_and_cost() -> None:
     assert status["answerPreview"] == "The answer is 8 dollars."
     assert status["tokens"] == {"prompt": 300, "completion": 30, "total": 330}
     assert status["cost"] == pytest.approx(110 * 0.001 + 220 * 0.002)
+    assert status["costUnit"] == "tier-priced tokens"
     assert [a["name"] for a in status["agents"]] == ["planner", "solver"]
     assert status["agents"][1] == {
         "name": "solver", "role": "", "tier": "medium", "model": "openai:y#medium",
@@ -565,3 +583,59 @@ def test_service_settings_come_from_the_environment(tmp_path: Path) -> None:
     assert config.metadata() == (("authorization", "Bearer s3cret"),)
     (tmp_path / "token").write_text("rotated\n")  # read at each call: a rotated Secret
     assert config.metadata() == (("authorization", "Bearer rotated"),)
+
+
+def builtin_policy_body(name: str, *, default: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}"},
+        "spec": {
+            "versions": [{"name": "fixed", "checkpoint": "lemon://best-fixed-team"}],
+            "servedVersion": "fixed",
+            "default": default,
+        },
+        "status": {"servedVersion": "fixed", "ready": True},
+    }
+
+
+def test_a_task_only_run_takes_the_namespaces_default_else_the_services() -> None:
+    profiles = {"default": profile(ready=("small", "medium"))}.get
+    chosen = default_policy(
+        [builtin_policy_body("other"), builtin_policy_body("lemon-default", default=True)]
+    )
+    assert isinstance(chosen, dict)
+    plan = plan_run(run_body({}), source=None, profile_of=profiles, default=chosen)
+    assert isinstance(plan, Ready)
+    policy = plan.order.policy
+    assert policy is not None
+    assert (policy.builtin, policy.default) == ("best-fixed-team", True)
+    assert policy.name == "default LemonPolicy team-a/lemon-default@fixed"
+    request = run_request(plan.order, wait_s=0)
+    assert request.WhichOneof("spec_source") == "builtin_policy"
+    assert request.builtin_policy.policy == "best-fixed-team"
+    assert request.default_policy
+    # no default in the namespace: neither spec nor policy; the service's default writes it
+    bare = plan_run(run_body({}), source=None, profile_of=profiles, default=None)
+    assert isinstance(bare, Ready)
+    assert (bare.order.spec, bare.order.policy) == (None, None)
+    assert run_request(bare.order, wait_s=0).WhichOneof("spec_source") is None
+    assert task_only(run_body({}))
+    assert not task_only(run_body({"policyRef": {"name": "x"}}))
+
+
+def test_two_default_policies_wait_named() -> None:
+    both = default_policy(
+        [builtin_policy_body("a", default=True), builtin_policy_body("b", default=True)]
+    )
+    assert isinstance(both, Waiting)
+    assert both.reason == "DefaultPolicyAmbiguous"
+    assert "a, b" in both.message
+
+
+def test_a_run_naming_a_missing_policy_waits_saying_which() -> None:
+    plan = plan_run(run_body({"policyRef": {"name": "ghost"}}), source=None, profile_of={}.get)
+    assert isinstance(plan, Waiting)
+    assert plan.reason == "PolicyNotFound"
+    assert (
+        plan.message
+        == "policyRef names LemonPolicy ghost, and team-a has none; the run waits for it"
+    )

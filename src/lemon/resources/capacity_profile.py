@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from lemon.pricing import TierPrices
+from lemon.pricing import DEFAULT_TIER_PRICES, TierPrices
 from lemon.spec.models import ApiVersion, Capacity, ObjectMeta
 
 __all__ = [
@@ -102,6 +102,18 @@ class CapacityProfileSpec(_Camel):
         """Each tier's ``costPerToken``, in dollars (a tier the profile lacks costs nothing:
         nothing runs on it)."""
         return TierPrices.as_given({t: spec.cost_per_token for t, spec in self.tiers().items()})
+
+    def tier_prices(self) -> TierPrices:
+        """Each tier's ``costPerToken`` relative to the medium tier's: what a run's cost is in,
+        tier-priced tokens (:data:`lemon.pricing.COST_UNIT`, a medium token counts 1). A
+        profile with no priced medium tier is priced at the defaults
+        (:data:`lemon.pricing.DEFAULT_TIER_PRICES`, the embedded models' sizes)."""
+        medium = self.medium.cost_per_token if self.medium is not None else 0.0
+        if medium <= 0:
+            return DEFAULT_TIER_PRICES
+        return TierPrices.as_given(
+            {t: spec.cost_per_token / medium for t, spec in self.tiers().items()}
+        )
 
 
 class LemonCapacityProfile(BaseModel):

@@ -16,12 +16,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from lemon.pricing import COST_UNIT
 from lemon.resources.capacity_profile import CapacityProfileSpec
 from lemon.resources.lemon_policy import LemonPolicyStatus, PolicySpec
 from lemon.resources.lemon_run import LemonRunSpec, LemonRunStatus
 from lemon.resources.lemon_training import LemonTrainingStatus, TrainingSpec
 from lemon.resources.status import CapacityProfileStatus, LemonSpecStatus
 from lemon.spec.models import API_VERSION, LemonSpecBody, Spec
+
+COST_COLUMN = f"Cost ({COST_UNIT})"
+"""The printer column of a run's cost, its unit in the header (`kubectl get lrun`)."""
 
 __all__ = [
     "API_VERSION",
@@ -317,10 +321,13 @@ def _policy_crd() -> Schema:
         kind="LemonPolicy",
         short="lpol",
         description="An orchestration policy: its versions (checkpoints, metrics, the training "
-        "that made each) and the one served on its own KServe InferenceService.",
+        "that made each) and the one served on its own KServe InferenceService (a built-in "
+        "version, lemon://<name>, by the orchestration service); spec.default makes it its "
+        "namespace's default for LemonRuns that give only a task.",
         spec=_policy_schema(),
         status=_conditions_as_map(structural_schema(LemonPolicyStatus)),
         columns=[
+            {"name": "Default", "type": "boolean", "jsonPath": ".spec.default"},
             {"name": "Served", "type": "string", "jsonPath": ".status.servedVersion"},
             {"name": "Versions", "type": "integer", "jsonPath": ".status.versionCount"},
             _condition_column("Ready"),
@@ -338,8 +345,8 @@ def _run_schema() -> Schema:
     spec["x-kubernetes-validations"] = _validations(
         (
             "(has(self.specRef) ? 1 : 0) + (has(self.spec) ? 1 : 0) + "
-            "(has(self.policyRef) ? 1 : 0) == 1",
-            "exactly one of specRef, spec or policyRef is needed",
+            "(has(self.policyRef) ? 1 : 0) <= 1",
+            "at most one of specRef, spec or policyRef may be given",
         ),
         ("self == oldSelf", "a run's spec is immutable; create a new LemonRun"),
     )
@@ -351,7 +358,8 @@ def _run_crd() -> Schema:
         kind="LemonRun",
         short="lrun",
         description="One task run on the cluster's tiers: the spec comes from a LemonSpec, "
-        "inline, or a LemonPolicy; the orchestration service executes it once and the operator "
+        "inline, a LemonPolicy, or (task only) the namespace's default policy, else LEMON's; "
+        "the orchestration service executes it once and the operator "
         "records the answer, each agent's tokens and the cost in status.",
         spec=_run_schema(),
         status=_conditions_as_map(structural_schema(LemonRunStatus)),
@@ -359,6 +367,7 @@ def _run_crd() -> Schema:
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
             {"name": "Answer", "type": "string", "jsonPath": ".status.answerPreview"},
             {"name": "Tokens", "type": "integer", "jsonPath": ".status.tokens.total"},
+            {"name": COST_COLUMN, "type": "number", "jsonPath": ".status.cost"},
         ],
     )
 

@@ -31,7 +31,7 @@ __all__ = [
 
 POLICY_KIND = "LemonPolicy"
 MAX_VERSIONS = 256
-_CHECKPOINT = r"^([A-Za-z0-9][\w.-]*/[\w.-]+|(hf|s3|gs|pvc|oci|https)://\S+)$"
+_CHECKPOINT = r"^([A-Za-z0-9][\w.-]*/[\w.-]+|(hf|s3|gs|pvc|oci|https)://\S+|lemon://(best-fixed-team|learned))$"
 
 
 class _Camel(BaseModel):
@@ -51,7 +51,19 @@ class PolicyVersionEntry(_Camel):
     ] = Field(description="Version label, unique within the policy.")
     checkpoint: Annotated[
         str, StringConstraints(min_length=3, max_length=2048, pattern=_CHECKPOINT)
-    ] = Field(description="Storage URI of the version directory (pvc://, s3://, hf://, ...).")
+    ] = Field(
+        description="Storage URI of the version directory (pvc://, s3://, hf://, ...), or "
+        "lemon://best-fixed-team or lemon://learned: a policy that ships with LEMON, run by the "
+        "orchestration service itself (no InferenceService)."
+    )
+
+    @property
+    def builtin(self) -> str | None:
+        """The built-in policy this version names (``lemon://<name>``: one of
+        :data:`lemon.policy.defaults.BUILTIN_POLICIES`), else None."""
+        scheme = "lemon://"
+        return self.checkpoint[len(scheme) :] if self.checkpoint.startswith(scheme) else None
+
     stage: Literal["base", "sft", "grpo"] = Field(
         default="base", description="What produced it: base, sft or grpo."
     )
@@ -102,6 +114,11 @@ class PolicySpec(_Camel):
     )
     auto_promote: bool = Field(
         default=False, description="Serve each new version as soon as a training publishes it."
+    )
+    default: bool = Field(
+        default=False,
+        description="The namespace's default policy: a LemonRun that gives only its task runs "
+        "the spec this policy writes (at most one per namespace).",
     )
     serving: PolicyServing = Field(
         default_factory=PolicyServing, description="How the served version runs."

@@ -1,8 +1,11 @@
 """``LemonRun``: one task run on the cluster's tiers, from ``kubectl apply`` to the answer.
 
-A run names its task and exactly one source of the spec: ``specRef`` (a ``LemonSpec`` in the
+A run names its task and at most one source of the spec: ``specRef`` (a ``LemonSpec`` in the
 namespace), an inline ``spec`` (the bare agents/output form), or ``policyRef`` (a
-``LemonPolicy``: the version it serves writes the spec for the task). The operator hands the run
+``LemonPolicy``: the version it serves writes the spec for the task). A run that gives only its
+task is LEMON's to choose for, by the one resolution order (:mod:`lemon.policy.defaults`): the
+namespace's default ``LemonPolicy`` (``spec.default: true``), else the orchestration service's
+default policy (its own, else LEMON's built-in default). The operator hands the run
 to the orchestration service (``lemon serve``) with the tier URLs of the capacity profile's
 status; the service executes it once, keyed by the run's id (the object's uid), and the operator
 writes the answer, each agent's tokens and the tier-priced cost into ``status``.
@@ -10,8 +13,9 @@ writes the answer, each agent's tokens and the tier-priced cost into ``status``.
 The spec of a run is immutable (a CEL transition rule): a new task is a new run. The pure
 helpers here (:func:`answer_preview`, :func:`needed_tiers`, :func:`tier_endpoint`) are what the
 operator uses to plan a run and build its status, so they are unit-tested without a cluster; the
-cost is :class:`lemon.pricing.TierPrices` at the profile's ``costPerToken`` (the one notion of
-cost, here in the profile's currency).
+cost is :class:`lemon.pricing.TierPrices` from the profile's ``costPerToken`` relative to its
+medium tier's, in tier-priced tokens (:data:`lemon.pricing.COST_UNIT`: the unit of every cost
+LEMON shows).
 """
 
 from __future__ import annotations
@@ -91,17 +95,18 @@ class LemonRunSpec(_Camel):
     task: _Task = Field(description="The task to solve, e.g. a maths word problem.")
     spec_ref: LocalRef | None = Field(
         default=None,
-        description="Run the spec of this LemonSpec (exactly one of specRef, spec, policyRef).",
+        description="Run the spec of this LemonSpec (at most one of specRef, spec, policyRef; "
+        "none: the namespace's default LemonPolicy, else LEMON's default policy, writes it).",
     )
     spec: Spec | None = Field(
         default=None,
         description="Run this spec, given inline: agents and output as in a LemonSpec "
-        "(exactly one of specRef, spec, policyRef).",
+        "(at most one of specRef, spec, policyRef).",
     )
     policy_ref: LocalRef | None = Field(
         default=None,
         description="Let this LemonPolicy write the spec: its served version, on its "
-        "InferenceService (exactly one of specRef, spec, policyRef).",
+        "InferenceService, or a built-in policy (at most one of specRef, spec, policyRef).",
     )
     profile: AgentName | None = Field(
         default=None,
@@ -130,7 +135,7 @@ class LemonRunSpec(_Camel):
     )
 
     @model_validator(mode="after")
-    def _one_source(self) -> LemonRunSpec:
+    def _at_most_one_source(self) -> LemonRunSpec:
         given = [
             name
             for name, value in (
@@ -140,9 +145,10 @@ class LemonRunSpec(_Camel):
             )
             if value is not None
         ]
-        if len(given) != 1:
-            found = ", ".join(given) if given else "none"
-            raise ValueError(f"exactly one of specRef, spec or policyRef is needed (got {found})")
+        if len(given) > 1:
+            raise ValueError(
+                f"at most one of specRef, spec or policyRef may be given (got {', '.join(given)})"
+            )
         return self
 
 
@@ -199,7 +205,10 @@ class LemonRunStatus(_Camel):
     )
     spec: str | None = Field(default=None, description="The spec that ran, canonical YAML.")
     spec_origin: str | None = Field(
-        default=None, description="Where the spec came from (a LemonSpec, inline, a policy)."
+        default=None,
+        description="Where the spec came from (a LemonSpec, inline, the policy that wrote it; "
+        "a default policy named first: the namespace's LemonPolicy, else the service's default "
+        "policy, else LEMON's built-in default, the best fixed team for the task's kind).",
     )
     agents: list[RunAgentStatus] | None = Field(
         default=None, description="One entry per agent: status, tier, model, tokens, latency."
@@ -207,7 +216,11 @@ class LemonRunStatus(_Camel):
     tokens: RunTokens | None = Field(default=None, description="Worker tokens of all agents.")
     cost: float | None = Field(
         default=None,
-        description="Dollars: each agent's tokens times its tier's costPerToken in the profile.",
+        description="Tier-priced tokens (costUnit): each agent's tokens times its tier's price, "
+        "the profile's costPerToken relative to its medium tier's (a medium token counts 1).",
+    )
+    cost_unit: str | None = Field(
+        default=None, description="The unit of cost: 'tier-priced tokens'."
     )
     wall_seconds: float | None = Field(
         default=None, description="The engine's own wall time for the run."
