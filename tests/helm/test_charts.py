@@ -19,6 +19,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from lemon.policy.defaults import BUILTIN_DEFAULT, BUILTIN_POLICIES
+from lemon.resources.lemon_policy import LemonPolicy
 from tests.conftest import ROOT
 from tests.helm.charts import (
     APP,
@@ -72,12 +74,11 @@ def test_values_file_lints_and_renders_valid_kubernetes_objects(values: Path) ->
     deployments = sorted(d["metadata"]["name"] for d in by_kind(objects, "Deployment"))
     profiles = [p["metadata"]["name"] for p in by_kind(objects, "LemonCapacityProfile")]
     assert (deployments, profiles) == RENDERED[values.name]
-    profile_schema = crd_schema("LemonCapacityProfile")
     for obj in objects:
         where = f"{values.name}: {obj['kind']} {obj['metadata']['name']}"
         if obj["apiVersion"].startswith("lemon.ai/"):
             try:
-                jsonschema.validate(obj, profile_schema)
+                jsonschema.validate(obj, crd_schema(obj["kind"]))
             except jsonschema.ValidationError as error:
                 pytest.fail(f"{where} fails its CRD schema: {error.message}")
             continue
@@ -87,6 +88,26 @@ def test_values_file_lints_and_renders_valid_kubernetes_objects(values: Path) ->
             kubernetes_validate.validate(obj, VALIDATE_VERSION, strict=True)
         except kubernetes_validate.ValidationError as error:
             pytest.fail(f"{where} fails the Kubernetes {VALIDATE_VERSION} schema: {error}")
+
+
+def test_the_default_lemon_policy_serves_a_builtin_policy_as_the_namespaces_default() -> None:
+    policy = one(render(APP), "LemonPolicy", "lemon-default")
+    jsonschema.validate(policy, crd_schema("LemonPolicy"))
+    spec = LemonPolicy.model_validate(policy).spec  # the operator's own model accepts it
+    assert spec.default
+    assert spec.served_version == "best-fixed-team"
+    served = spec.version("best-fixed-team")
+    assert served is not None
+    assert served.builtin == BUILTIN_DEFAULT  # LEMON's built-in default, as `lemon run`'s
+    assert {v.builtin for v in spec.versions} == set(BUILTIN_POLICIES)
+    learned = one(
+        render(APP, sets=["defaultPolicy.served=learned"]), "LemonPolicy", "lemon-default"
+    )
+    assert learned["spec"]["servedVersion"] == "learned"
+    assert not by_kind(render(APP, sets=["defaultPolicy.create=false"]), "LemonPolicy")
+    refused = helm("template", "r", str(APP), "--set", "defaultPolicy.served=best", check=False)
+    assert refused.returncode != 0
+    assert "/defaultPolicy/served" in refused.stderr
 
 
 def test_crd_chart_renders_every_generated_crd_valid_and_kept_on_uninstall() -> None:

@@ -97,6 +97,17 @@ def test_default_capacity_profile_was_accepted_as_rendered(installed: Kubectl) -
     assert set(stored["spec"]) == {"small", "medium", "large"}
 
 
+def test_default_lemon_policy_was_accepted_as_rendered(installed: Kubectl) -> None:
+    stored = _get(installed, "lemonpolicy", "lemon-default", f"--namespace={NAMESPACE}")
+    rendered = next(obj for obj in render(APP) if obj["kind"] == "LemonPolicy")
+    assert stored["spec"] == json.loads(json.dumps(rendered["spec"]))
+    assert stored["spec"]["default"] is True
+    assert stored["spec"]["servedVersion"] == "best-fixed-team"
+    listed = installed("get", "lpol", f"--namespace={NAMESPACE}").stdout.splitlines()
+    assert listed[0].split()[:2] == ["NAME", "DEFAULT"]
+    assert listed[1].split()[:2] == ["lemon-default", "true"]
+
+
 def test_a_profile_its_crd_rules_refuse_fails_the_install(installed: Kubectl) -> None:
     proc = helm(
         "install", "refused", str(APP), "--namespace=refused", "--create-namespace",
