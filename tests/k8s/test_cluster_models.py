@@ -72,17 +72,29 @@ def _watch_until_succeeded(cluster: LocalCluster, name: str, *, timeout: float) 
 
 def test_the_example_manifests_run_on_the_embedded_tiers(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "-f", str(ROOT / "examples" / "k8s"))
-    lines = _watch_until_succeeded(cluster, "pens", timeout=900)
-    assert lines[0].split() == ["NAME", "PHASE", "ANSWER", "TOKENS", "AGE"], lines
-    assert lines[-1].split()[:2] == ["pens", "Succeeded"], "\n".join(lines) + cluster.output()
+    lines = _watch_until_succeeded(cluster, "natalia-team", timeout=900)
+    header = ["NAME", "PHASE", "ANSWER", "TOKENS", "COST", "(TIER-PRICED", "TOKENS)", "AGE"]
+    assert lines[0].split() == header, lines
+    assert lines[-1].split()[:2] == ["natalia-team", "Succeeded"], (
+        "\n".join(lines) + cluster.output()
+    )
 
-    run = cluster.get("lrun", "pens")
+    run = cluster.get("lrun", "natalia-team")
     assert run is not None
     status = run["status"]
     assert status["answer"].strip()
     assert [agent["tier"] for agent in status["agents"]] == ["small", "medium"]
     assert all(agent["status"] == "succeeded" for agent in status["agents"])
     assert all(agent["completionTokens"] > 0 for agent in status["agents"])
+    # The task-only example: LEMON chose the team (no namespace default here: the built-in
+    # default, lemon run's), and its answer is complete: the sample's 72.
+    chosen = _watch_until_succeeded(cluster, "natalia", timeout=900)
+    assert chosen[-1].split()[:2] == ["natalia", "Succeeded"], "\n".join(chosen)
+    by_lemon = (cluster.get("lrun", "natalia") or {})["status"]
+    assert by_lemon["specOrigin"].startswith("best fixed team for math tasks: pot-large")
+    assert by_lemon["costUnit"] == "tier-priced tokens"
+    assert all(agent["status"] == "succeeded" for agent in by_lemon["agents"])
+    assert float(by_lemon["answer"].strip()) == 72  # the program prints 72 or 72.0
     # Each tier's InferenceService is Ready at a loopback URL, served by the local stand-in on
     # that tier's own model; the run's agents called exactly those URLs.
     for tier, label in EMBEDDED.items():

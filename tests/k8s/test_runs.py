@@ -248,19 +248,21 @@ def test_run_from_profile_to_answer(
 def test_the_readme_path_from_profile_to_answer(
     cluster: Cluster, model_servers: dict[str, ModelServer]
 ) -> None:
-    """README: apply the example profile and the example run, wait, read the answer."""
-    for example in ("01-capacity-profile.yaml", "04-run.yaml"):
+    """README: apply the example profile and the example run with its team written out, wait,
+    read the answer (the task-only example: tests/k8s/test_default_policy.py)."""
+    for example in ("01-capacity-profile.yaml", "05-run-spec.yaml"):
         cluster.kubectl(
             "apply", "-n", cluster.namespace, "-f", str(ROOT / "examples/k8s" / example)
         )
     for tier, server in model_servers.items():  # KServe's part: small and medium are up
         cluster.serve(f"default-{tier}", base_url(server))
-    cluster.kubectl("wait", "-n", cluster.namespace, "--for=condition=Succeeded", "lrun/pens",
-                    "--timeout=180s")  # fmt: skip
-    row = cluster.kubectl("get", "lrun", "pens", "-n", cluster.namespace).stdout.splitlines()[1]
-    run = cluster.run("pens")
+    cluster.kubectl("wait", "-n", cluster.namespace, "--for=condition=Succeeded",
+                    "lrun/natalia-team", "--timeout=180s")  # fmt: skip
+    listed = cluster.kubectl("get", "lrun", "natalia-team", "-n", cluster.namespace).stdout
+    row = listed.splitlines()[1]
+    run = cluster.run("natalia-team")
     assert run is not None
-    assert row.split()[:2] == ["pens", "Succeeded"]
+    assert row.split()[:2] == ["natalia-team", "Succeeded"]
     assert run["status"]["answerPreview"].split()[0] in row
 
 

@@ -84,3 +84,22 @@ def test_builtin_policies_by_name_and_by_checkpoint() -> None:
         builtin_policy("best")
     assert builtin_name("lemon://learned") == "learned"
     assert builtin_name("pvc://lemon-output/policies/p/v1") is None
+
+
+def test_the_k8s_examples_take_lemon_runs_sample_and_cut_no_answer_short() -> None:
+    import yaml
+
+    from lemon.cli.options import sample_item
+    from tests.conftest import ROOT
+
+    runs = {}
+    for path in sorted((ROOT / "examples/k8s").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc and doc.get("kind") == "LemonRun":
+                runs[doc["metadata"]["name"]] = doc["spec"]
+    assert set(runs) == {"natalia", "natalia-team"}
+    assert set(runs["natalia"]) == {"task", "ttlSecondsAfterFinished"}  # the task alone
+    assert "spec" in runs["natalia-team"]
+    for spec in runs.values():
+        assert spec["task"] == sample_item().question  # GSM8K train item 0, as lemon run's
+        assert "maxTokens" not in spec
