@@ -30,6 +30,13 @@ while read -r dir benchmark split limit teams; do
         git commit -q -m "tables: $dir $benchmark/$split n=$limit $teams" -- "$here/$dir" && break
       sleep 10  # another commit holds the index lock
     done
+    # the mixed workload's report follows its tables (with this checkout's code, not LEMON_CODE)
+    report="$root/experiments/mixed-workload"
+    if [ -f "$report/run.sh" ] && env -u PYTHONPATH bash "$report/run.sh" >/dev/null 2>&1 \
+        && [ -n "$(git status --porcelain -- "$report")" ]; then
+      git add -- "$report"/report.* && git commit -q -m "mixed-workload report after $dir" -- "$report"/report.* \
+        || echo "could not commit the report after $dir"
+    fi
   fi
 done < "$plan"
 echo "== $(date -u +%FT%TZ) plan done"

@@ -79,13 +79,31 @@ def _mix(args: argparse.Namespace) -> int:
     if args.runs:
         print("lemon report: --mix takes no RUN arguments", file=sys.stderr)
         return EXIT_USAGE
+    named = [b for b in (args.benchmarks or "").split(",") if b]
+    skipped: dict[str, str] = {}
     try:
-        pairs = mixed.discover(args.mix, [b for b in (args.benchmarks or "").split(",") if b])
-        benches = [mixed.load_bench(Table.open(tr), Table.open(te)) for tr, te in pairs]
+        pairs = mixed.discover(args.mix, named)
+        benches = []
+        for train, test in pairs:
+            try:
+                bench = mixed.load_bench(Table.open(train), Table.open(test))
+                why = None if named else mixed.ready(bench)
+            except ValueError as exc:  # a table with no complete team yet
+                if named:
+                    raise
+                why = str(exc)
+            if why is None:
+                benches.append(bench)
+            else:
+                skipped[Path(test).name.removesuffix("-test")] = why
+        if not benches:
+            raise ValueError(f"{args.mix}: no benchmark is complete yet ({skipped})")
         report = mixed.mixed_report(benches)
+        pairs = [(str(b.train.table.path), str(b.test.table.path)) for b in benches]
     except (OSError, ValueError, KeyError, TableError) as exc:
         print(f"lemon report: {exc}", file=sys.stderr)
         return EXIT_INVALID
+    report["skipped"] = skipped
     report["inputs"] = {
         str(Path(d) / name): hashlib.sha256((Path(d) / name).read_bytes()).hexdigest()
         for pair in pairs

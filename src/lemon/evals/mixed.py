@@ -507,6 +507,17 @@ def _mix(
     return out
 
 
+CORE_TEAMS = ("single-small", "single-medium", "single-large")
+"""The teams every kind's library has: a benchmark joins the default mix once they are complete
+on both of its tables."""
+
+
+def ready(bench: Bench) -> str | None:
+    """Why ``bench`` cannot join the mix yet (a core team incomplete), or None."""
+    missing = [t for t in CORE_TEAMS if t not in bench.teams]
+    return f"not complete on both tables yet: {', '.join(missing)}" if missing else None
+
+
 def discover(directory: str, benchmarks: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """The (train, test) table directories under ``directory``: every ``<benchmark>-test``
     with a ``<benchmark>-train`` beside it (or only ``benchmarks``, in that order)."""
@@ -514,7 +525,10 @@ def discover(directory: str, benchmarks: Sequence[str] | None = None) -> list[tu
 
     root = Path(directory)
     names = benchmarks or sorted(
-        p.name.removesuffix("-test") for p in root.glob("*-test") if (p / "table.json").is_file()
+        p.name.removesuffix("-test")
+        for p in root.glob("*-test")
+        if (p / "table.json").is_file()
+        and (p.with_name(p.name.removesuffix("-test") + "-train") / "table.json").is_file()
     )
     found = []
     for name in names:
