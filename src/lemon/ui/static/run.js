@@ -78,7 +78,7 @@ function nodeLines(agent, compact) {
     el("span", { class: "name", text: agent.name }),
     el("span", { class: "line" }, tierBadge(agent.capacity), " ", agent.role || "(role not recorded)"),
     el("span", { class: "line" }, statusBadge(agent.status)),
-    el("span", { class: "line", text: done ? `${number(tokens)} tokens · cost ${number(agent.cost, 1)}` : "tokens when done" }),
+    el("span", { class: "line", text: done ? `${number(tokens)} tokens · cost ${number(agent.cost, 1)} tier-priced tokens` : "tokens when done" }),
     compact ? null : el("span", { class: "duties", text: agent.duties || "(base role's duties)" }),
   ];
 }
@@ -230,7 +230,7 @@ function costs(data) {
   const ratio = large > 0 ? ` (${(data.cost / large).toFixed(2)}× one large agent)` : "";
   return el("div", { id: "cost" },
     el("div", { class: "costs" },
-      el("span", { text: "this team" }), bar(data.cost, "costbar"), el("span", { class: "num", text: `${number(data.cost, 1)}${ratio}` }),
+      el("span", { text: "this team" }), bar(data.cost, "costbar"), el("span", { class: "num", text: `${number(data.cost, 1)} tier-priced tokens${ratio}` }),
       el("span", { text: "one large agent" }), bar(large, "costbar reference"), el("span", { class: "num", text: number(large, 1) })),
     el("p", { class: "muted", text:
       `Tier-priced tokens: each agent's tokens × its tier's price (small ${data.tier_prices.small}, medium ${data.tier_prices.medium}, large ${data.tier_prices.large}). ` +
@@ -242,7 +242,7 @@ function agentDetails(agent) {
   const tokens = agent.prompt_tokens + agent.completion_tokens;
   return el("details", { class: "agent", id: `agent-${agent.name}` },
     el("summary", {}, el("strong", { text: agent.name }), " ", tierBadge(agent.capacity), " ",
-      agent.role, " · ", statusBadge(agent.status), ` · ${number(tokens)} tokens · cost ${number(agent.cost, 1)}`),
+      agent.role, " · ", statusBadge(agent.status), ` · ${number(tokens)} tokens · cost ${number(agent.cost, 1)} tier-priced tokens`),
     el("dl", { class: "facts" },
       el("dt", { text: "duties" }), el("dd", { text: agent.duties || "(the base role's)" }),
       el("dt", { text: "reads" }), el("dd", { text: agent.depends_on.length ? agent.depends_on.join(", ") : "only the task" }),
