@@ -15,12 +15,11 @@ Run: ``lemon bench batching --json``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
 import time
 
+import harness
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.local import DTYPES, PACKAGED, LocalBackend, LocalModel, ModelSource
 
@@ -74,33 +73,31 @@ async def run(
         "prefix_cache": prefix_cache,
         "batched_tokens_per_s": round(batched, 1),
         "one_at_a_time_tokens_per_s": round(single, 1),
-        "ratio": round(batched / single, 3),
+        "ratio": harness.ratio(batched, single, digits=3),
         "goal": "ratio >= 3",
         "rounds": rounds,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--dtype", default="auto", choices=DTYPES)
-    parser.add_argument(
+    bench = harness.Harness("batching", __doc__, rounds=3)
+    bench.parser.add_argument("--max-tokens", type=int, default=48)
+    bench.parser.add_argument("--dtype", default="auto", choices=DTYPES)
+    bench.parser.add_argument(
         "--no-prefix-cache", action="store_true", help="prefill every prompt in full"
     )
-    args = parser.parse_args(argv)
+    args = bench.parse(argv)
     result = asyncio.run(
         run(args.max_tokens, args.rounds, args.dtype, prefix_cache=not args.no_prefix_cache)
     )
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
-            f"batched {result['batched_tokens_per_s']} tok/s vs one at a time "
-            f"{result['one_at_a_time_tokens_per_s']} tok/s: ratio {result['ratio']}"
-        )
-    return 0
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: (
+            f"batched {r['batched_tokens_per_s']} tok/s vs one at a time "
+            f"{r['one_at_a_time_tokens_per_s']} tok/s: ratio {r['ratio']}"
+        ),
+    )
 
 
 if __name__ == "__main__":

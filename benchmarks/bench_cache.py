@@ -22,7 +22,6 @@ Run: ``lemon bench cache --json [--items N] [--candidates K] [--wider W] [--max-
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import tempfile
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.callcache import PersistentCallCache, wrap_backends
 from lemon.capacity import build_backends, close_backends, resolve_profile
@@ -107,7 +107,7 @@ def measure(
         "max_tokens": max_tokens,
         "cold_s": round(cold["s"], 3),
         "warm_s": round(warm["s"], 3),
-        "ratio": round(warm["s"] / cold["s"], 4),
+        "ratio": harness.ratio(warm["s"], cold["s"]),
         "goal": "ratio <= 0.1",
         "timing": "each run's clock starts after its models are loaded (load_s: before it)",
         "cold_load_s": round(cold["load_s"], 3),
@@ -133,32 +133,31 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--items", type=int, default=2)
-    parser.add_argument("--candidates", type=int, default=3)
-    parser.add_argument(
+    bench = harness.Harness("cache", __doc__)
+    bench.parser.add_argument("--items", type=int, default=2)
+    bench.parser.add_argument("--candidates", type=int, default=3)
+    bench.parser.add_argument(
         "--wider", type=int, default=2, help="then a search with this many more teams (0: none)"
     )
-    parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--profile", default="embedded")
-    args = parser.parse_args(argv)
+    bench.parser.add_argument("--max-tokens", type=int, default=32)
+    bench.parser.add_argument("--profile", default="embedded")
+    args = bench.parse(argv)
     result = measure(args.items, args.candidates, args.max_tokens, args.profile, args.wider)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
-            f"teacher search warm/cold: {result['ratio']} ({result['warm_s']} s / "
-            f"{result['cold_s']} s), hit rate {result['hit_rate']}, "
-            f"identical rows: {result['identical_rows']}"
-            + (
-                f"; wider search ({result['wider_candidates']} teams): hit rate "
-                f"{result['wider_hit_rate']}, {result['wider_new_calls']} new calls"
-                if "wider_hit_rate" in result
-                else ""
-            )
+    return bench.finish(args, result, text=_summary)
+
+
+def _summary(result: dict[str, Any]) -> str:
+    return (
+        f"teacher search warm/cold: {result['ratio']} ({result['warm_s']} s / "
+        f"{result['cold_s']} s), hit rate {result['hit_rate']}, "
+        f"identical rows: {result['identical_rows']}"
+        + (
+            f"; wider search ({result['wider_candidates']} teams): hit rate "
+            f"{result['wider_hit_rate']}, {result['wider_new_calls']} new calls"
+            if "wider_hit_rate" in result
+            else ""
         )
-    return 0
+    )
 
 
 if __name__ == "__main__":

@@ -20,13 +20,12 @@ Run: ``lemon bench constrained --json [--tasks N] [--max-tokens M]``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
+import harness
 from lemon.backends.base import GenerationRequest, Message
 from lemon.backends.local import PACKAGED, LocalModel, ModelSource, load_model
 from lemon.data import Benchmark, split_items
@@ -53,8 +52,7 @@ def _ratio_interval(
     seed: int = 0,
 ) -> list[float]:
     """95% bootstrap interval of ``ratio``, the tasks resampled in pairs (each task's
-    constrained and unconstrained calls together; :func:`lemon.scoring.stats.paired_bootstrap`)."""
-    from lemon.scoring.stats import paired_bootstrap
+    constrained and unconstrained calls together; :func:`harness.interval`)."""
 
     def ratio(c_s: Any, c_t: Any, u_s: Any, u_t: Any) -> float:
         if not (c_t.sum() and u_t.sum() and u_s.sum()):
@@ -67,8 +65,7 @@ def _ratio_interval(
         [float(s) for s, _ in unconstrained],
         [float(t) for _, t in unconstrained],
     ]
-    lo, hi = paired_bootstrap(ratio, *columns, rounds=draws, seed=seed)
-    return [round(lo, 4), round(hi, 4)]
+    return harness.interval(ratio, *columns, rounds=draws, seed=seed)
 
 
 class _StepStamped(LocalModel):
@@ -124,7 +121,7 @@ def measure(tasks: int, max_tokens: int) -> dict[str, Any]:
         f"{model.source.resolved_dtype()}",
         "tasks": tasks,
         "max_tokens": max_tokens,
-        "ratio": round(per_token["constrained"] / per_token["unconstrained"], 4),
+        "ratio": harness.ratio(per_token["constrained"], per_token["unconstrained"]),
         "ratio_ci95": _ratio_interval(
             sides["constrained"]["pairs"], sides["unconstrained"]["pairs"]
         ),
@@ -150,21 +147,20 @@ def measure(tasks: int, max_tokens: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--tasks", type=int, default=4)
-    parser.add_argument("--max-tokens", type=int, default=384)
-    args = parser.parse_args(argv)
+    bench = harness.Harness("constrained", __doc__)
+    bench.parser.add_argument("--tasks", type=int, default=4)
+    bench.parser.add_argument("--max-tokens", type=int, default=384)
+    args = bench.parse(argv)
     result = measure(args.tasks, args.max_tokens)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
-            f"constrained/unconstrained time per token: {result['ratio']} "
-            f"({result['ms_per_token']}); valid {result['valid_rate']:.2f} constrained, "
-            f"{result['unconstrained_valid_rate']:.2f} unconstrained"
-        )
-    return 0
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: (
+            f"constrained/unconstrained time per token: {r['ratio']} "
+            f"({r['ms_per_token']}); valid {r['valid_rate']:.2f} constrained, "
+            f"{r['unconstrained_valid_rate']:.2f} unconstrained"
+        ),
+    )
 
 
 if __name__ == "__main__":

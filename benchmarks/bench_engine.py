@@ -14,13 +14,12 @@ Run: ``lemon bench engine --json``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
 import time
 from typing import Any
 
+import harness
 from lemon.backends.base import Backend
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig
 from lemon.engine.executor import ExecutionOptions, build_request, execute
@@ -63,11 +62,9 @@ async def sequential(spec: Spec, backends: dict[Capacity, Backend], task: str) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--latency", type=float, default=0.05, help="L, seconds per call")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args(argv)
+    bench = harness.Harness("engine", __doc__, repeats=5)
+    bench.parser.add_argument("--latency", type=float, default=0.05, help="L, seconds per call")
+    args = bench.parse(argv)
     spec = layered_spec()
     config = ScriptedConfig(latency_s=args.latency)
     backends: dict[Capacity, Backend] = {
@@ -103,22 +100,22 @@ def main(argv: list[str] | None = None) -> int:
         "latency_s": args.latency,
         "executor_wall_s": round(wall, 4),
         "ideal_s": round(ideal, 4),
-        "ratio": round(wall / ideal, 4),
+        "ratio": harness.ratio(wall, ideal),
         "goal": "ratio <= 1.05",
         "engine_own_s": round(own, 4),
         "sequential_wall_s": round(seq, 4),
-        "sequential_ratio": round(seq / ideal, 4),
-        "speedup_over_sequential": round(seq / wall, 2),
+        "sequential_ratio": harness.ratio(seq, ideal),
+        "speedup_over_sequential": harness.ratio(seq, wall, digits=2),
         "repeats": args.repeats,
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
-            f"executor {wall:.3f} s vs ideal {ideal:.3f} s (ratio {result['ratio']}); "
-            f"sequential {seq:.3f} s ({result['speedup_over_sequential']}x slower)"
-        )
-    return 0
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: (
+            f"executor {wall:.3f} s vs ideal {ideal:.3f} s (ratio {r['ratio']}); "
+            f"sequential {seq:.3f} s ({r['speedup_over_sequential']}x slower)"
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ Run: ``lemon bench grpc --json`` (``--out FILE`` also writes the JSON object to 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -67,9 +66,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import harness
 from lemon_testing.tools import ensure_tool
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TASK = "Natalia sold 48 clips in April and half as many in May. How many clips in total?"
 
@@ -78,12 +76,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def _profile_file(directory: Path, latency: float) -> Path:
@@ -217,12 +209,12 @@ async def _load(
         "requests_sent": len(sent),
         "warmup_per_client": warmup,
         "rps": round(sum(answered.values()) / wall, 1),
-        "p50_ms": round(_percentile(overhead, 50) * 1000, 2),
-        "p99_ms": round(_percentile(overhead, 99) * 1000, 2),
-        "cold_p99_ms": round(_percentile(cold, 99) * 1000, 2),
-        "e2e_p50_ms": round(_percentile(e2e, 50) * 1000, 2),
-        "e2e_p99_ms": round(_percentile(e2e, 99) * 1000, 2),
-        "server_engine_wall_p50_ms": round(_percentile(engine_walls, 50) * 1000, 2),
+        "p50_ms": round(harness.percentile(overhead, 0.5) * 1000, 2),
+        "p99_ms": round(harness.percentile(overhead, 0.99) * 1000, 2),
+        "cold_p99_ms": round(harness.percentile(cold, 0.99) * 1000, 2),
+        "e2e_p50_ms": round(harness.percentile(e2e, 0.5) * 1000, 2),
+        "e2e_p99_ms": round(harness.percentile(e2e, 0.99) * 1000, 2),
+        "server_engine_wall_p50_ms": round(harness.percentile(engine_walls, 0.5) * 1000, 2),
         "lost": len(sent - set(answered)),
         "duplicated": sum(c - 1 for c in answered.values() if c > 1) + mismatched,
         "errors": errors,
@@ -291,7 +283,7 @@ def _floor(
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, __file__, "--echo-server", str(port), str(wall_s), event_loop],
-        cwd=ROOT,
+        cwd=harness.ROOT,
         stderr=subprocess.PIPE,
     )
     try:
@@ -347,24 +339,15 @@ def _ghz(target: str, *, clients: int, total: int) -> dict[str, Any]:
     }
 
 
-def _report(result: dict[str, Any], *, out: Path | None, as_json: bool) -> None:
-    text = json.dumps(result)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_suffix(".tmp")
-        partial.write_text(json.dumps(result, indent=2) + "\n")
-        partial.replace(out)
-    if as_json:
-        print(text)
-    else:
-        print(
-            f"{result['rps']} rps over gRPC ({result['rps_vs_engine_only']}x in-process); "
-            f"time outside the engine p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms "
-            f"(engine p50 {result['server_engine_wall_p50_ms']} ms under load, "
-            f"{result['one_client_engine_wall_p50_ms']} ms alone); "
-            f"end-to-end p50 {result['e2e_over_one_client_p50']}x one client's; "
-            f"lost {result['lost']}, duplicated {result['duplicated']}"
-        )
+def _summary(result: dict[str, Any]) -> str:
+    return (
+        f"{result['rps']} rps over gRPC ({result['rps_vs_engine_only']}x in-process); "
+        f"time outside the engine p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms "
+        f"(engine p50 {result['server_engine_wall_p50_ms']} ms under load, "
+        f"{result['one_client_engine_wall_p50_ms']} ms alone); "
+        f"end-to-end p50 {result['e2e_over_one_client_p50']}x one client's; "
+        f"lost {result['lost']}, duplicated {result['duplicated']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     from lemon_service.server import event_loop_name
     from lemon_service.settings import EVENT_LOOPS
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
+    bench = harness.Harness("grpc", __doc__, out=True)
+    parser = bench.parser
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument(
         "--per-client",
@@ -415,8 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         help="serve with a run journal (lemon serve --run-journal, in a temporary directory), "
         "as lemon cluster and the Helm chart run the service: each run's three durable writes",
     )
-    parser.add_argument("--out", type=Path, help="also write the JSON object here")
-    args = parser.parse_args(argv)
+    args = bench.parse(argv)
     load_before = round(os.getloadavg()[0], 2)  # a shared machine: say how busy it was
     with tempfile.TemporaryDirectory() as tmp:
         profiles = _profile_file(Path(tmp), args.latency)
@@ -467,8 +449,10 @@ def main(argv: list[str] | None = None) -> int:
         "run_journal": args.run_journal,
         **load,
         **engine,
-        "rps_vs_engine_only": round(load["rps"] / engine["engine_only_rps"], 3),
-        "e2e_over_one_client_p50": round(load["e2e_p50_ms"] / single["e2e_p50_ms"], 3),
+        "rps_vs_engine_only": harness.ratio(load["rps"], engine["engine_only_rps"], digits=3),
+        "e2e_over_one_client_p50": harness.ratio(
+            load["e2e_p50_ms"], single["e2e_p50_ms"], digits=3
+        ),
         "one_client_p50_ms": single["p50_ms"],
         "one_client_p99_ms": single["p99_ms"],
         "one_client_e2e_p50_ms": single["e2e_p50_ms"],
@@ -481,9 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "loadavg_1m_before": load_before,
     }
-    _report(result, out=args.out, as_json=args.json)
     clean = load["lost"] == load["duplicated"] == single["lost"] == single["duplicated"] == 0
-    return 0 if clean else 1
+    return bench.finish(args, result, text=_summary, code=0 if clean else 1)
 
 
 if __name__ == "__main__":

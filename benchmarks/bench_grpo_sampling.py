@@ -32,21 +32,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIG = ROOT / "experiments/policy-tables/svamp/grpo-credit-s0-long.yaml"
-DEFAULT_POLICY = ROOT / "src/lemon/policy/learned"
+import harness
+
+DEFAULT_CONFIG = harness.ROOT / "experiments/policy-tables/svamp/grpo-credit-s0-long.yaml"
+DEFAULT_POLICY = harness.ROOT / "src/lemon/policy/learned"
 
 
-def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="lemon bench grpo-sampling", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+def _harness() -> harness.Harness:
+    bench = harness.Harness("grpo-sampling", __doc__, repeats=8, repeats_help="sampling pairs")
+    parser = bench.parser
     parser.add_argument(
         "--config",
         default=str(DEFAULT_CONFIG),
@@ -60,19 +60,15 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tasks", type=int, default=4, help="tasks per step")
     parser.add_argument("--group", type=int, default=4, help="samples per task")
     parser.add_argument("--max-tokens", type=int, default=64, help="completion tokens at most")
-    parser.add_argument("--repeats", type=int, default=8, help="sampling pairs")
     parser.add_argument("--steps", type=int, default=6, help="whole-step pairs (0: none)")
     parser.add_argument("--threads", type=int, default=1)
-    return parser.parse_args(argv)
+    return bench
 
 
 def bootstrap_mean(values: list[float], *, resamples: int = 2000, seed: int = 0) -> list[float]:
     """95% percentile interval of the mean of ``values`` (the pairs resampled:
-    :func:`lemon.scoring.stats.paired_bootstrap`)."""
-    from lemon.scoring.stats import paired_bootstrap
-
-    lo, hi = paired_bootstrap(lambda x: float(x.mean()), values, rounds=resamples, seed=seed)
-    return [round(lo, 4), round(hi, 4)]
+    :func:`harness.interval`)."""
+    return harness.interval(lambda x: float(x.mean()), values, rounds=resamples, seed=seed)
 
 
 def summary(trl: list[float], shared: list[float]) -> dict[str, Any]:
@@ -200,7 +196,8 @@ def _greedy_equal(trainer: Any, prompt_ids: list[list[int]]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _arguments(list(sys.argv[1:] if argv is None else argv))
+    bench = _harness()
+    args = bench.parse(argv)
     import tempfile
 
     import torch
@@ -218,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, list[float]] = {"trl": [], "shared": []}
         for index in range(args.repeats):
             ids = _prompt_ids(trainer, tokenizer, _batch(trainer, index * args.tasks, args))
-            order = (False, True) if index % 2 == 0 else (True, False)
-            for shared in order:
+            for shared in harness.alternating(index, False, True):
                 times["shared" if shared else "trl"].append(
                     _sample(trainer, ids, shared, seed=index)
                 )
@@ -227,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs = trainer._generate_and_score_completions(_batch(trainer, 0, args))
         _score(trainer, inputs, True)  # warm-up
         for index in range(args.repeats):
-            for compact in (False, True) if index % 2 == 0 else (True, False):
+            for compact in harness.alternating(index, False, True):
                 scoring["shared" if compact else "trl"].append(_score(trainer, inputs, compact))
         steps: dict[str, list[float]] = {"trl": [], "shared": []}
         if args.steps:
@@ -235,8 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             optimizer = torch.optim.AdamW(trainable, lr=1e-6)
             for index in range(args.steps):
                 batch = _batch(trainer, 1000 + index * args.tasks, args)
-                order = (False, True) if index % 2 == 0 else (True, False)
-                for shared in order:
+                for shared in harness.alternating(index, False, True):
                     steps["shared" if shared else "trl"].append(
                         _step(trainer, optimizer, batch, shared, seed=index)
                     )
@@ -259,19 +254,20 @@ def main(argv: list[str] | None = None) -> int:
         "config": args.config,
         "threads": args.threads,
     }
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for part in ("sampling", "scoring", "step"):
-            found = report[part]
-            if found:
-                print(
-                    f"{part}: TRL's way {found['trl_s_median']:.2f} s, LEMON's "
-                    f"{found['shared_s_median']:.2f} s (medians); speedup {found['speedup']:.2f}× "
-                    f"{found['speedup_ci95']} over {found['pairs']} pairs"
-                )
-        print(f"greedy tokens equal: {greedy_equal}")
-    return 0
+    return bench.finish(args, report, text=_summary)
+
+
+def _summary(report: dict[str, Any]) -> str:
+    return "\n".join(
+        [
+            f"{part}: TRL's way {found['trl_s_median']:.2f} s, LEMON's "
+            f"{found['shared_s_median']:.2f} s (medians); speedup {found['speedup']:.2f}× "
+            f"{found['speedup_ci95']} over {found['pairs']} pairs"
+            for part in ("sampling", "scoring", "step")
+            if (found := report[part])
+        ]
+        + [f"greedy tokens equal: {report['greedy_equal']}"]
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import random
 import statistics
 import sys
@@ -26,17 +25,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 
-def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="lemon bench grpo-step", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--repeats", type=int, default=25)
+
+def _harness() -> harness.Harness:
+    bench = harness.Harness("grpo-step", __doc__, repeats=25)
+    parser = bench.parser
     parser.add_argument("--batch", type=int, default=16, help="completions per step")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--length", type=int, default=64, help="completion tokens")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
-    return parser.parse_args(argv)
+    return bench
 
 
 def build(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -152,7 +152,8 @@ def step(setup: dict[str, Any], which: str, optimizers: dict[str, Any]) -> float
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _arguments(list(sys.argv[1:] if argv is None else argv))
+    bench = _harness()
+    args = bench.parse(argv)
     import torch
 
     torch.set_num_threads(args.threads)
@@ -171,16 +172,15 @@ def main(argv: list[str] | None = None) -> int:
             step(setup, name, optimizers)  # warm-up
         times: dict[str, list[float]] = {"plain": [], "span": []}
         for index in range(args.repeats):
-            order = ("plain", "span") if index % 2 == 0 else ("span", "plain")
-            for name in order:
+            for name in harness.alternating(index, "plain", "span"):
                 times[name].append(step(setup, name, optimizers))
     plain, span = statistics.median(times["plain"]), statistics.median(times["span"])
     paired = [s / p for s, p in zip(times["span"], times["plain"], strict=True)]
     report = {
         "benchmark": "grpo-step",
         "ratio": round(statistics.median(paired), 4),
-        "ratio_of_medians": round(span / plain, 4),
-        "ratio_of_minima": round(min(times["span"]) / min(times["plain"]), 4),
+        "ratio_of_medians": harness.ratio(span, plain),
+        "ratio_of_minima": harness.ratio(min(times["span"]), min(times["plain"])),
         "goal": "ratio <= 1.05",
         "timed": "advantages + compute_loss + backward + AdamW step of one batch",
         "not_timed": "generation, reward functions, mutant executions (scoring)",
@@ -192,11 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         "model": f"tiny Llama, hidden {args.hidden}, 2 layers (lemon_testing.tiny_models)",
         "threads": args.threads,
     }
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(f"span/plain step time {report['ratio']} ({span:.4f} s vs {plain:.4f} s)")
-    return 0
+    return bench.finish(
+        args,
+        report,
+        text=lambda r: f"span/plain step time {r['ratio']} ({span:.4f} s vs {plain:.4f} s)",
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ Run: ``lemon bench operator --json`` (or ``python benchmarks/bench_operator.py -
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import statistics
@@ -37,12 +35,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import harness
 from lemon.resources.crds import GROUP, PLURALS, VERSION
 from lemon_cluster.controlplane import ControlPlane, ensure_binaries, ensure_tools
 from lemon_testing.watching import custom_objects
 from lemon_testing.watching import follow as follow_kind
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = harness.ROOT
 
 PLURAL = PLURALS["LemonSpec"]
 NAMESPACE = "bench"
@@ -59,11 +58,6 @@ SPEC = {
 def _true(obj: dict[str, Any], kind: str) -> bool:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return any(c["type"] == kind and c["status"] == "True" for c in conditions)
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class Bench:
@@ -229,32 +223,24 @@ def run(*, repeats: int, burst: int) -> dict[str, Any]:
     return {
         "benchmark": "operator",
         "p50_s": round(statistics.median(validated), 4),
-        "p99_s": round(_quantile(validated, 0.99), 4),
+        "p99_s": round(harness.percentile(validated, 0.99), 4),
         "ready_p50_s": round(statistics.median(ready), 4),
-        "ready_p99_s": round(_quantile(ready, 0.99), 4),
+        "ready_p99_s": round(harness.percentile(ready, 0.99), 4),
         "repeats": repeats,
         "burst": burst,
         "burst_validated_s": round(burst_validated, 3),
         "burst_s": round(burst_s, 3),
         "burst_ready_p50_s": round(statistics.median(burst_ready), 3),
-        "burst_ready_p99_s": round(_quantile(burst_ready, 0.99), 3),
+        "burst_ready_p99_s": round(harness.percentile(burst_ready, 0.99), 3),
         "control_plane_start_s": round(start_s, 2),  # cached binaries: certificates, etcd, ready
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--burst", type=int, default=200)
-    args = parser.parse_args(argv)
-    result = run(repeats=args.repeats, burst=args.burst)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key}: {value}")
-    return 0
+    bench = harness.Harness("operator", __doc__, repeats=50)
+    bench.parser.add_argument("--burst", type=int, default=200)
+    args = bench.parse(argv)
+    return bench.finish(args, run(repeats=args.repeats, burst=args.burst))
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ Run: ``lemon bench quantization --json``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
 import sys
 from typing import Any
 
+import harness
 from bench_batching import PROMPTS
 from bench_batching import run as run_batching
 from lemon.backends import quality
@@ -71,13 +71,19 @@ async def invariance(dtype: str, max_tokens: int) -> list[bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--items", type=int, default=40, help="GSM8K training solutions scored")
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per batching run")
-    parser.add_argument("--repeats", type=int, default=2, help="batching runs per dtype")
-    args = parser.parse_args(argv)
+    bench = harness.Harness(
+        "quantization",
+        __doc__,
+        rounds=3,
+        rounds_help="rounds per batching run",
+        repeats=2,
+        repeats_help="batching runs per dtype",
+    )
+    bench.parser.add_argument(
+        "--items", type=int, default=40, help="GSM8K training solutions scored"
+    )
+    bench.parser.add_argument("--max-tokens", type=int, default=48)
+    args = bench.parse(argv)
     dtypes = ["bfloat16", "int8"] + (["float16-weights"] if fbgemm_runs_here() else [])
     default = ModelSource(PACKAGED, device="cpu").resolved_dtype()
     try:
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     same = {d: asyncio.run(invariance(d, args.max_tokens)) for d in dtypes}
 
     def over_bfloat16(dtype: str, key: str) -> float:
-        return round(speed[dtype][key] / speed["bfloat16"][key], 3)
+        return harness.ratio(speed[dtype][key], speed["bfloat16"][key], digits=3)
 
     relative = {
         d: {
@@ -126,18 +132,20 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": relative[default]["batched"],
         "repeats": args.repeats,
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for d in dtypes:
-            print(
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: "\n".join(
+            [
                 f"{d:15} perplexity {ppl[d]:.3f}  one at a time "
                 f"{speed[d]['one_at_a_time_tokens_per_s']} tok/s  batched "
                 f"{speed[d]['batched_tokens_per_s']} tok/s  (x{speed[d]['batching_ratio']})  "
                 f"batched == alone: {sum(same[d])}/{len(same[d])}"
-            )
-        print(f"{default} (the CPU default) / bfloat16 batched tokens/s: {result['ratio']}")
-    return 0
+                for d in dtypes
+            ]
+            + [f"{default} (the CPU default) / bfloat16 batched tokens/s: {r['ratio']}"]
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -13,17 +13,16 @@ Run: ``lemon bench reuse --json``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 from pathlib import Path
 
+import harness
 from lemon.backends.base import Backend
 from lemon.backends.scripted import ScriptedBackend, ScriptedConfig, ScriptedRule
 from lemon.engine.executor import CallCache, execute
 from lemon.spec import Capacity, load_spec, mutations
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = harness.ROOT
 TASK = "A farmer has 17 sheep and buys 5 more. How many sheep does he have?"
 
 
@@ -55,7 +54,7 @@ async def measure(paths: list[Path]) -> dict[str, object]:
         "mutants": mutants,
         "calls_with_reuse": with_reuse,
         "calls_without_reuse": without,
-        "ratio": round(with_reuse / without, 4),
+        "ratio": harness.ratio(with_reuse, without),
         "goal": "ratio <= 0.6",
         "identical_answers": mismatches == 0,
         "answer_mismatches": mismatches,
@@ -64,21 +63,20 @@ async def measure(paths: list[Path]) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("specs", nargs="*", type=Path)
-    args = parser.parse_args(argv)
+    bench = harness.Harness("reuse", __doc__)
+    bench.parser.add_argument("specs", nargs="*", type=Path)
+    args = bench.parse(argv)
     paths = args.specs or sorted((ROOT / "examples" / "specs").glob("*.yaml"))
     result = asyncio.run(measure(paths))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
-            f"{result['mutants']} mutants: {result['calls_with_reuse']} calls with reuse, "
-            f"{result['calls_without_reuse']} without (ratio {result['ratio']}); "
-            f"identical answers: {result['identical_answers']}"
-        )
-    return 0
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: (
+            f"{r['mutants']} mutants: {r['calls_with_reuse']} calls with reuse, "
+            f"{r['calls_without_reuse']} without (ratio {r['ratio']}); "
+            f"identical answers: {r['identical_answers']}"
+        ),
+    )
 
 
 if __name__ == "__main__":

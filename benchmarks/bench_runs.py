@@ -41,10 +41,8 @@ Run: ``lemon bench runs --json`` (``--out FILE`` also writes the JSON object to 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
-import json
 import os
 import random
 import re
@@ -61,12 +59,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import harness
 from lemon_cluster.controlplane import ControlPlane, ensure_binaries, ensure_tools
 from lemon_cluster.launching import vendored_crds
 from lemon_testing.watching import custom_objects
 from lemon_testing.watching import follow as follow_kind
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = harness.ROOT
 
 GROUP, VERSION, PLURAL = "lemon.ai", "v1alpha1", "lemonruns"
 
@@ -96,11 +95,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> None:
@@ -429,7 +423,7 @@ def _fault_rounds(
         "failed": failed,
         "failed_reasons": dict(reasons),
         "p50_overhead_s": round(statistics.median(overhead), 3) if overhead else None,
-        "p99_overhead_s": round(_quantile(overhead, 0.99), 3) if overhead else None,
+        "p99_overhead_s": round(harness.percentile(overhead, 0.99), 3) if overhead else None,
         "per_round": per_round,
     }
 
@@ -584,7 +578,7 @@ def _result(
         "tier_latency_s": latency,
         "burst_s": round(burst_s, 3),
         "p50_overhead_s": round(statistics.median(overhead), 3) if overhead else None,
-        "p99_overhead_s": round(_quantile(overhead, 0.99), 3) if overhead else None,
+        "p99_overhead_s": round(harness.percentile(overhead, 0.99), 3) if overhead else None,
         "max_overhead_s": round(max(overhead), 3) if overhead else None,
         "engine_wall_p50_s": round(statistics.median(measured["walls"]), 3)
         if measured["walls"]
@@ -595,9 +589,9 @@ def _result(
         "tier_calls": measured["tier_calls"],
         "expected_tier_calls": runs * agents,
         "grpc_burst_s": round(direct["burst_s"], 3),
-        "grpc_p99_overhead_s": round(_quantile(direct["overhead"], 0.99), 3),
+        "grpc_p99_overhead_s": round(harness.percentile(direct["overhead"], 0.99), 3),
         "grpc_lost": direct["lost"],
-        "ratio": round(burst_s / direct["burst_s"], 2),
+        "ratio": harness.ratio(burst_s, direct["burst_s"], digits=2),
     }
 
 
@@ -640,8 +634,8 @@ def _tier_calls(log: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
+    bench = harness.Harness("runs", __doc__, out=True)
+    parser = bench.parser
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--agents", type=int, default=3, help="agents per run, in a chain")
     parser.add_argument("--latency", type=float, default=0.05, help="tier seconds per call")
@@ -658,8 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the service without its run journal (the control: a restart forgets its runs)",
     )
-    parser.add_argument("--out", type=Path, help="also write the JSON object here")
-    args = parser.parse_args(argv)
+    args = bench.parse(argv)
     if not 1 <= args.agents <= 64:
         parser.error("--agents: 1 to 64")
     if args.faults < 0:
@@ -668,14 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         runs=args.runs, agents=args.agents, latency=args.latency, faults=args.faults,
         seed=args.seed, journal=not args.no_journal,
     )  # fmt: skip
-    if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key}: {value}")
-    return 0
+    return bench.finish(args, result)
 
 
 if __name__ == "__main__":

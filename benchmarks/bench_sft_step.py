@@ -12,7 +12,6 @@ Run: ``lemon bench sft-step --json`` (``--base-model``, ``--batch``, ``--length`
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -20,12 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
+
 
 def _rows(tokenizer: Any, count: int, length: int) -> list[dict[str, Any]]:
     from lemon.policy.prompt import policy_messages, spec_completion
     from lemon.spec.validation import parse_spec
 
-    examples = sorted((Path(__file__).resolve().parents[1] / "examples" / "specs").glob("*.yaml"))
+    examples = sorted((harness.ROOT / "examples" / "specs").glob("*.yaml"))
     parsed = [parse_spec(path.read_text(), source=str(path)) for path in examples]
     rows = []
     for index in range(count):
@@ -106,23 +107,22 @@ def run(base_model: str, batch: int, length: int, steps: int, lora: bool) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--base-model", default="packaged")
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--length", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--lora", action="store_true", help="LoRA (r=16, all-linear)")
-    args = parser.parse_args(argv)
+    bench = harness.Harness("sft-step", __doc__)
+    bench.parser.add_argument("--base-model", default="packaged")
+    bench.parser.add_argument("--batch", type=int, default=4)
+    bench.parser.add_argument("--length", type=int, default=512)
+    bench.parser.add_argument("--steps", type=int, default=3)
+    bench.parser.add_argument("--lora", action="store_true", help="LoRA (r=16, all-linear)")
+    args = bench.parse(argv)
     result = run(args.base_model, args.batch, args.length, args.steps, args.lora)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
-            f"{result['model']} on {result['device']}: {result['seconds_per_step']} s per step "
-            f"(batch {result['batch']}, {result['tokens_per_step']} tokens)"
-        )
-    return 0
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: (
+            f"{r['model']} on {r['device']}: {r['seconds_per_step']} s per step "
+            f"(batch {r['batch']}, {r['tokens_per_step']} tokens)"
+        ),
+    )
 
 
 if __name__ == "__main__":

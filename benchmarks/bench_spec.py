@@ -12,8 +12,6 @@ Run: ``lemon bench spec --json`` (or ``python benchmarks/bench_spec.py --json``)
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -21,6 +19,7 @@ from typing import Any
 
 import yaml
 
+import harness
 from lemon.spec import ValidationOptions, builtin_roles, compile_spec, parse_spec
 
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -85,18 +84,16 @@ def measure(agents: int, *, rounds: int, budget_s: float) -> dict[str, Any]:
         "yaml_specs_per_s": round(1 / yaml_s, 1),
         "pipeline_us": round(pipe_s * 1e6, 1),
         "yaml_us": round(yaml_s * 1e6, 1),
-        "ratio": round(pipe_s / yaml_s, 3),
+        "ratio": harness.ratio(pipe_s, yaml_s, digits=3),
         "rounds": rounds,
         "iterations_per_round": number,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--seconds", type=float, default=6.0, help="time budget per case")
-    args = parser.parse_args(argv)
+    bench = harness.Harness("spec", __doc__, rounds=15)
+    bench.parser.add_argument("--seconds", type=float, default=6.0, help="time budget per case")
+    args = bench.parse(argv)
     cases = [measure(n, rounds=args.rounds, budget_s=args.seconds) for n in (8, 64)]
     result = {
         "benchmark": "spec",
@@ -107,15 +104,15 @@ def main(argv: list[str] | None = None) -> int:
         "goal": "ratio <= 2",
         "cases": cases,
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for case in cases:
-            print(
-                f"{case['agents']:>3} agents: pipeline {case['pipeline_specs_per_s']:>8} specs/s, "
-                f"yaml {case['yaml_specs_per_s']:>8} specs/s, ratio {case['ratio']}"
-            )
-    return 0
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: "\n".join(
+            f"{case['agents']:>3} agents: pipeline {case['pipeline_specs_per_s']:>8} specs/s, "
+            f"yaml {case['yaml_specs_per_s']:>8} specs/s, ratio {case['ratio']}"
+            for case in r["cases"]
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -27,13 +27,12 @@ Run: ``lemon bench tiers --json``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import time
 from typing import Any
 
+import harness
 from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.ggufs import GGUF_MODELS, locate
 from lemon.backends.llamacpp import LlamaModel, LlamaSettings, default_decode_group
@@ -176,7 +175,7 @@ def run(
             "load_s": round(load_s, 2),
             "single_tokens_per_s": round(single, 2),
             "aggregate_tokens_per_s": round(aggregate, 2),
-            "concurrency_gain": round(aggregate / single, 3),
+            "concurrency_gain": harness.ratio(aggregate, single, digits=3),
             "most_sequences_in_one_step": model.max_batch_sequences,
             "completion_tokens": lengths,
         }
@@ -222,7 +221,7 @@ def run(
                 "completion_tokens": hf_tokens,
                 "llama_single_tokens_per_s_same_rounds": round(llama_rate, 2),
             }
-            result[ratio_key] = round(llama_rate / hf_rate, 2)
+            result[ratio_key] = harness.ratio(llama_rate, hf_rate, digits=2)
             del reference
         model.close()
         result["ratio_sets"] = (
@@ -233,10 +232,9 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
+    bench = harness.Harness("tiers", __doc__, rounds=2)
+    parser = bench.parser
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
         "--threads",
         type=int,
@@ -254,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         help="most sequences in one llama_decode (0: all 8 agents in one call; default: the "
         "backend's per-model choice)",
     )
-    args = parser.parse_args(argv)
+    args = bench.parse(argv)
     result = run(
         max_tokens=args.max_tokens,
         rounds=args.rounds,
@@ -262,21 +260,22 @@ def main(argv: list[str] | None = None) -> int:
         transformers=not args.no_transformers,
         decode_group=args.decode_group,
     )
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for name, tier in result["tiers"].items():
-            print(
-                f"{name:<6} {tier['model']:<40} single {tier['single_tokens_per_s']:>6} tok/s, "
-                f"{CONCURRENT} concurrent {tier['aggregate_tokens_per_s']:>6} tok/s "
-                f"(gain {tier['concurrency_gain']})"
-            )
-        if "ratio" in result:
-            print(
-                f"large tier, llama.cpp over transformers: ratio {result['ratio']} (float32), "
-                f"{result['ratio_best']} ({result['transformers_best']['dtype']})"
-            )
-    return 0
+    return bench.finish(args, result, text=_summary)
+
+
+def _summary(result: dict[str, Any]) -> str:
+    lines = [
+        f"{name:<6} {tier['model']:<40} single {tier['single_tokens_per_s']:>6} tok/s, "
+        f"{CONCURRENT} concurrent {tier['aggregate_tokens_per_s']:>6} tok/s "
+        f"(gain {tier['concurrency_gain']})"
+        for name, tier in result["tiers"].items()
+    ]
+    if "ratio" in result:
+        lines.append(
+            f"large tier, llama.cpp over transformers: ratio {result['ratio']} (float32), "
+            f"{result['ratio_best']} ({result['transformers_best']['dtype']})"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ Run: ``lemon bench tracing --json``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import harness
 from bench_engine import layered_spec  # the workload, beside this script
 from lemon import telemetry
 from lemon.backends.base import Backend
@@ -53,11 +52,9 @@ def _per_call_ns(fn: object, calls: int = 20_000) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--latency", type=float, default=0.05, help="L, seconds per call")
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args(argv)
+    bench = harness.Harness("tracing", __doc__, repeats=15)
+    bench.parser.add_argument("--latency", type=float, default=0.05, help="L, seconds per call")
+    args = bench.parse(argv)
     spec = layered_spec()
     config = ScriptedConfig(latency_s=args.latency)
     backends: dict[Capacity, Backend] = {
@@ -84,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             off: list[float] = []
             on: list[float] = []
             for repeat in range(args.repeats):
-                order = ("off", "on") if repeat % 2 == 0 else ("on", "off")
-                for side in order:
+                for side in harness.alternating(repeat, "off", "on"):
                     telemetry.use_provider(provider if side == "on" else None)
                     (on if side == "on" else off).append(timed())
             telemetry.use_provider(None)
@@ -104,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "latency_s": args.latency,
         "tracing_off_wall_s": round(wall_off, 4),
         "tracing_on_wall_s": round(wall_on, 4),
-        "ratio": round(wall_on / wall_off, 4),
+        "ratio": harness.ratio(wall_on, wall_off),
         "goal": "ratio <= 1.05",
         "per_agent_overhead_us": round((wall_on - wall_off) / agents * 1e6, 1),
         "spans_per_run": 1 + 2 * agents,
@@ -117,14 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         "off_runs_s": [round(x, 4) for x in off],
         "on_runs_s": [round(x, 4) for x in on],
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(
-            f"tracing on {wall_on:.3f} s vs off {wall_off:.3f} s (ratio {result['ratio']}); "
+    return bench.finish(
+        args,
+        result,
+        text=lambda r: (
+            f"tracing on {wall_on:.3f} s vs off {wall_off:.3f} s (ratio {r['ratio']}); "
             f"{len(received)} spans exported"
-        )
-    return 0
+        ),
+    )
 
 
 if __name__ == "__main__":
