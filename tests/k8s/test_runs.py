@@ -301,7 +301,7 @@ def test_spec_is_validated_by_the_crd(cluster: Cluster) -> None:
                 valid = False
             assert (proc.returncode == 0) == valid, (combo, proc.stderr)
             if not valid:
-                assert "exactly one of specRef, spec or policyRef" in proc.stderr
+                assert "at most one of specRef, spec or policyRef may be given" in proc.stderr
     cluster.apply(run_manifest("fixed", {"specRef": {"name": "absent"}}))
     edit = '[{"op": "replace", "path": "/spec/task", "value": "Another task"}]'
     proc = cluster.kubectl("patch", "lrun", "fixed", "-n", cluster.namespace, "--type=json",
@@ -320,7 +320,7 @@ def test_explain_describes_every_field(kubectl: Kubectl) -> None:
     for field in ("task", "specRef", "spec", "policyRef", "profile", "deadlineSeconds",
                   "maxTokens", "ttlSecondsAfterFinished"):  # fmt: skip
         assert re.search(rf"^\s+{field}\s", out, re.MULTILINE), field
-    assert "exactly one of specRef, spec, policyRef" in out
+    assert "at most one of specRef, spec, policyRef" in out
     fields = re.findall(r"^  (\w+)\s+<", out, re.MULTILINE)
     assert len(fields) == 8
     described = kubectl("explain", "lemonrun.status.agents").stdout
