@@ -142,12 +142,12 @@ def by_numbers(bench: str, price: float = 0.2 / 1000) -> dict[str, Any]:
     hindsight on the test table (over prices 0 to 0.003), each with its accuracy minus the fixed
     teams' random hull at its cost on the test table."""
     from lemon.evals import curves
-    from lemon.evals.table_report import _tasks, default_teams, load_table_data
+    from lemon.evals.table_report import _tasks, default_teams, load_table_matrices
     from lemon.tables.store import Table
 
     tables = {s: Table.open(TABLES / f"{bench}-{s}") for s in ("train", "test")}
     teams = default_teams(tables["test"])
-    data = {s: load_table_data(t, teams) for s, t in tables.items()}
+    data = {s: load_table_matrices(t, teams) for s, t in tables.items()}
     count = {s: np.array([_numbers(t) for t in _tasks(d.table, d.items)]) for s, d in data.items()}
     test, n = data["test"], count["test"]
     hull = curves.upper_envelope(

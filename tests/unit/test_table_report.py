@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lemon.evals.table_report import TableData, table_report
+from lemon.evals.table_report import TableMatrices, table_report
 from lemon.policy.columns import column
 from lemon.pricing import DEFAULT_TIER_PRICES
 from lemon.tables.build import table_items
@@ -290,7 +290,7 @@ def test_team_scores_by_hand(tmp_path: Path) -> None:
     assert auroc(scores, np.array([True, True, False, False])) == (2 + 0.5 * 2) / 4
 
 
-def _data(table: Table) -> TableData:
-    from lemon.evals.table_report import default_teams, load_table_data
+def _data(table: Table) -> TableMatrices:
+    from lemon.evals.table_report import default_teams, load_table_matrices
 
-    return load_table_data(table, default_teams(table))
+    return load_table_matrices(table, default_teams(table))

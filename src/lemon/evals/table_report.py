@@ -49,7 +49,7 @@ from lemon.reward import RewardConfig
 from lemon.scoring import stats
 from lemon.tables.store import Table
 
-__all__ = ["Method", "TableData", "load_table_data", "table_report"]
+__all__ = ["Method", "TableMatrices", "load_table_matrices", "table_report"]
 
 Array = npt.NDArray[np.float64]
 SHUFFLES = 5
@@ -58,7 +58,7 @@ AGREED = "(samples agreed)"
 
 
 @dataclass
-class TableData:
+class TableMatrices:
     """A table's (items × teams) success and cost matrices on the items every team answered."""
 
     table: Table
@@ -72,12 +72,12 @@ class TableData:
         return self.teams.index(team)
 
 
-def load_table_data(table: Table, teams: list[str]) -> TableData:
+def load_table_matrices(table: Table, teams: list[str]) -> TableMatrices:
     items = [i for i in table.meta.items if all(table.cell(i, t) is not None for t in teams)]
     if not items:
         raise ValueError(f"{table.path}: no item has a cell for every team of {teams}")
     cells = [[table.cells[(i, t)] for t in teams] for i in items]
-    return TableData(
+    return TableMatrices(
         table=table,
         items=items,
         teams=teams,
@@ -120,7 +120,7 @@ def _samples(table: Table, items: list[str]) -> list[str]:
     return found
 
 
-def _sample_methods(data: TableData) -> list[Method]:
+def _sample_methods(data: TableMatrices) -> list[Method]:
     """Self-consistency over the first k medium samples and the agreement cascade to large."""
     table, items = data.table, data.items
     samples = _samples(table, items)
@@ -172,7 +172,9 @@ def _tasks(table: Table, items: list[str]) -> list[str]:
     return [task_text(index[i]) for i in items]
 
 
-def _router_methods(test: TableData, train: TableData, price: float, cheap: int) -> list[Method]:
+def _router_methods(
+    test: TableMatrices, train: TableMatrices, price: float, cheap: int
+) -> list[Method]:
     train_tasks, test_tasks = _tasks(train.table, train.items), _tasks(test.table, test.items)
     methods = []
     rows = np.arange(len(test.items))
@@ -218,12 +220,12 @@ def _router_methods(test: TableData, train: TableData, price: float, cheap: int)
     return methods
 
 
-def _names(data: TableData, picks: npt.NDArray[np.int64]) -> list[str]:
+def _names(data: TableMatrices, picks: npt.NDArray[np.int64]) -> list[str]:
     return [data.teams[j] for j in picks]
 
 
 def team_scores(
-    data: TableData, choice: Array, choice_team: list[str], *, by: Array | None = None
+    data: TableMatrices, choice: Array, choice_team: list[str], *, by: Array | None = None
 ) -> Array:
     """Each item's score for the routing AUROC: a figure of the team it was sent to, the same
     for every item sent there. ``by`` is the table's (items × teams) matrix of it (the cost by
@@ -242,7 +244,7 @@ def team_scores(
     return np.array([means[team] for team in choice_team], dtype=np.float64)
 
 
-def spec_team(text: str, data: TableData) -> str:
+def spec_team(text: str, data: TableMatrices) -> str:
     """The table column whose spec ``text`` is (same agents, roles, tiers, dependencies and
     output), else a label of its own: the canonical spec text, or the text itself when it is
     not a valid spec."""
@@ -267,7 +269,7 @@ def _mean(values: list[float | None]) -> float | None:
     return round(float(np.mean(valid)), 4) if valid else None
 
 
-def _policy_method(path: Path, data: TableData) -> Method:
+def _policy_method(path: Path, data: TableMatrices) -> Method:
     from lemon.jsonl import read_records
 
     records = read_records(path / "items.jsonl")
@@ -292,7 +294,7 @@ def _policy_method(path: Path, data: TableData) -> Method:
 
 
 def _intervals(
-    method: Method, data: TableData, best: int, *, rounds: int = 1000, seed: int = 0
+    method: Method, data: TableMatrices, best: int, *, rounds: int = 1000, seed: int = 0
 ) -> dict[str, Any]:
     """The method's accuracy, its difference from the fixed teams' hull at its cost and from the
     best fixed team, each with its paired bootstrap 95% interval over items
@@ -319,7 +321,7 @@ def _intervals(
 
 def _summary(
     method: Method,
-    data: TableData,
+    data: TableMatrices,
     hull: curves.Curve,
     oracle: curves.Curve,
     best: int,
@@ -360,7 +362,7 @@ def table_report(
 ) -> dict[str, Any]:
     """Every baseline on ``test``'s items (routers trained on ``train``), as one JSON object."""
     teams = teams or default_teams(test)
-    data = load_table_data(test, teams)
+    data = load_table_matrices(test, teams)
     cheap = data.column(cheap_team or ("single-medium" if "single-medium" in teams else teams[0]))
     fixed = [
         Method(t, "fixed", data.success[:, j], data.cost[:, j], choice_cost=data.cost[:, j])
@@ -380,7 +382,7 @@ def table_report(
     ]  # fmt: skip
     price = (rewards or RewardConfig()).token_cost / 1000
     if train is not None:
-        train_data = load_table_data(train, teams)
+        train_data = load_table_matrices(train, teams)
         methods += _router_methods(data, train_data, price, cheap)
     for path in policies or []:
         methods.append(_policy_method(path, data))
