@@ -23,7 +23,7 @@ __all__ = [
     "PACKAGED_DATA_DIR",
     "DataError",
     "DataLocation",
-    "Source",
+    "DataSource",
     "data_dir",
     "layout",
     "locate_data",
@@ -59,7 +59,7 @@ PACKAGED_DATA_DIR = Path(__file__).resolve().parent / "benchmarks"
 CHECKSUMS = "SHA256SUMS"
 
 
-class Source(StrEnum):
+class DataSource(StrEnum):
     """A file set as published: the official test set, or GSM8K's train / MMLU's dev set."""
 
     TEST = "test"
@@ -67,24 +67,24 @@ class Source(StrEnum):
     DEV = "dev"
 
 
-_FILES: dict[tuple[Benchmark, Source], str] = {
-    (Benchmark.GSM8K, Source.TEST): "gsm8k/test.jsonl",
-    (Benchmark.GSM8K, Source.TRAIN): "gsm8k/train.jsonl",
-    (Benchmark.SVAMP, Source.TEST): "svamp/SVAMP.json",
-    (Benchmark.MULTIARITH, Source.TEST): "multiarith/MultiArith.json",
-    (Benchmark.AQUA, Source.TEST): "aqua/test.json",
-    (Benchmark.MMLU, Source.TEST): "mmlu/test",
-    (Benchmark.MMLU, Source.DEV): "mmlu/dev",
-    (Benchmark.HUMANEVAL, Source.TEST): "humaneval/HumanEval.jsonl.gz",
+_FILES: dict[tuple[Benchmark, DataSource], str] = {
+    (Benchmark.GSM8K, DataSource.TEST): "gsm8k/test.jsonl",
+    (Benchmark.GSM8K, DataSource.TRAIN): "gsm8k/train.jsonl",
+    (Benchmark.SVAMP, DataSource.TEST): "svamp/SVAMP.json",
+    (Benchmark.MULTIARITH, DataSource.TEST): "multiarith/MultiArith.json",
+    (Benchmark.AQUA, DataSource.TEST): "aqua/test.json",
+    (Benchmark.MMLU, DataSource.TEST): "mmlu/test",
+    (Benchmark.MMLU, DataSource.DEV): "mmlu/dev",
+    (Benchmark.HUMANEVAL, DataSource.TEST): "humaneval/HumanEval.jsonl.gz",
 }
 
 
-def layout() -> list[tuple[Benchmark, Source, str]]:
+def layout() -> list[tuple[Benchmark, DataSource, str]]:
     """Every expected file set and its path relative to the data directory."""
     return [(bench, source, relative) for (bench, source), relative in _FILES.items()]
 
 
-def sources(benchmark: Benchmark) -> list[Source]:
+def sources(benchmark: Benchmark) -> list[DataSource]:
     """The published file sets of ``benchmark`` (always ``test`` first)."""
     return [source for (bench, source) in _FILES if bench is benchmark]
 
@@ -158,7 +158,10 @@ def verify_checksums(directory: Path | str | None = None) -> list[str]:
 
 
 def source_path(
-    benchmark: Benchmark, source: Source = Source.TEST, *, directory: Path | str | None = None
+    benchmark: Benchmark,
+    source: DataSource = DataSource.TEST,
+    *,
+    directory: Path | str | None = None,
 ) -> Path:
     """The file (or, for MMLU, the folder of CSV files) holding ``benchmark``'s ``source``."""
     relative = _FILES.get((benchmark, source))
