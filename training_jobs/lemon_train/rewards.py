@@ -384,8 +384,9 @@ class _CountedCalls:
                 stats.worker_calls += 1
 
 
-def simulated_outcome(result: simulator.Evaluation | simulator_v2.Evaluation) -> Outcome:
-    """The outcome of a simulator's evaluation (either simulator's ``Evaluation``)."""
+def simulated_outcome(result: simulator.Evaluation | simulator_v2.SimulatorV2Evaluation) -> Outcome:
+    """The outcome of a simulator's evaluation (``simulator.Evaluation`` or
+    ``simulator_v2.SimulatorV2Evaluation``)."""
     return Outcome(
         success=result.success,
         worker_tokens=result.worker_tokens,

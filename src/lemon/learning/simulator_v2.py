@@ -72,8 +72,8 @@ __all__ = [
     "DUTIES",
     "NEED_PROBABILITY",
     "SPECIALISTS",
-    "Evaluation",
     "Need",
+    "SimulatorV2Evaluation",
     "Specialist",
     "Task",
     "evaluate",
@@ -158,7 +158,7 @@ def aggregator_tier(parts: int) -> Capacity:
 
 
 @dataclass(frozen=True, slots=True)
-class Evaluation:
+class SimulatorV2Evaluation:
     success: float
     """Sampled (0 or 1) or expected, as asked."""
     expected_success: float
@@ -253,7 +253,7 @@ def evaluate(
     *,
     sampled: bool = True,
     config: RewardConfig = DEFAULT_CONFIG,
-) -> Evaluation:
+) -> SimulatorV2Evaluation:
     """R_orch of a valid ``spec`` on ``task``: sampled success (training) or expected."""
     by_name = {agent.name: agent for agent in spec.agents}
     out = by_name[output]
@@ -278,7 +278,7 @@ def evaluate(
     reward = orchestration_reward(
         value, worker_tokens=tokens, agents=len(spec.agents), edges=edges, config=config
     )
-    return Evaluation(value, expected, tokens, len(spec.agents), edges, reward)
+    return SimulatorV2Evaluation(value, expected, tokens, len(spec.agents), edges, reward)
 
 
 Choice = tuple[Capacity, bool] | None
