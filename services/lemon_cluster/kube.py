@@ -13,21 +13,23 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["ISVC", "PYTORCHJOBS", "Body", "Kube", "KubeError", "Resource"]
+__all__ = ["ISVC", "PYTORCHJOBS", "Body", "GroupVersionResource", "Kube", "KubeError"]
 
 Body = dict[str, Any]
 _MERGE = "application/merge-patch+json"
 
 
 @dataclass(frozen=True, slots=True)
-class Resource:
+class GroupVersionResource:
+    """A kind's API as the client addresses it: group, version and plural (its GVR)."""
+
     group: str
     version: str
     plural: str
 
 
-ISVC = Resource("serving.kserve.io", "v1beta1", "inferenceservices")
-PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs")
+ISVC = GroupVersionResource("serving.kserve.io", "v1beta1", "inferenceservices")
+PYTORCHJOBS = GroupVersionResource("kubeflow.org", "v1", "pytorchjobs")
 
 
 class KubeError(RuntimeError):
@@ -48,7 +50,7 @@ class Kube:
         self._custom = client.CustomObjectsApi(api)
         self._core = client.CoreV1Api(api)
 
-    def served(self, resource: Resource) -> bool:
+    def served(self, resource: GroupVersionResource) -> bool:
         """Whether the API serves ``resource`` yet (its CRD established and discoverable)."""
         try:
             self._custom.list_cluster_custom_object(
@@ -60,7 +62,7 @@ class Kube:
             raise _failed(f"list {resource.plural}", error) from None
         return True
 
-    def list_all(self, resource: Resource) -> list[Body]:
+    def list_all(self, resource: GroupVersionResource) -> list[Body]:
         """Every object of ``resource`` in every namespace."""
         try:
             answer = self._custom.list_cluster_custom_object(
@@ -72,7 +74,12 @@ class Kube:
         return items
 
     def patch_status(
-        self, resource: Resource, *, namespace: str, name: str, status: Mapping[str, Any]
+        self,
+        resource: GroupVersionResource,
+        *,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
     ) -> bool:
         """Merge-patch the status subresource; False when the object is gone."""
         try:

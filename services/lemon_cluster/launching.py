@@ -306,7 +306,7 @@ class LocalCluster:
         """Wait until the API serves every kind the operator watches (kopf watches only what
         discovery lists when it starts)."""
         api = kube.Kube(self.state.kubeconfig)
-        kinds = [kube.Resource(GROUP, VERSION, plural) for plural in PLURALS.values()]
+        kinds = [kube.GroupVersionResource(GROUP, VERSION, plural) for plural in PLURALS.values()]
         deadline = time.monotonic() + timeout
         for resource in [*kinds, kube.ISVC, kube.PYTORCHJOBS]:
             while not api.served(resource):
