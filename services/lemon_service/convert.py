@@ -1,8 +1,9 @@
 """Conversions between the core's objects and the ``lemon.v1`` messages (pure functions).
 
-Each vocabulary is mapped once, here: the service's :class:`~lemon_service.run_store.RunPhase`
-to ``RunState.Phase``, the core's :class:`~lemon.engine.results.FailureKind` to the proto's
-``FailureKind`` (by name: ``deadline`` is ``FAILURE_KIND_DEADLINE``).
+Each vocabulary is mapped once, here: the service's
+:class:`~lemon_service.run_store.ServiceRunPhase` to ``RunState.Phase``, the core's
+:class:`~lemon.engine.results.FailureKind` to the proto's ``FailureKind`` (by name: ``deadline``
+is ``FAILURE_KIND_DEADLINE``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from lemon_service.dispatch import Dispatcher, RunRequest
 from lemon_service.endpoints import Endpoint, check_endpoint
 from lemon_service.run_store import (
     DEFAULT_TRACE_BYTES,
-    RunPhase,
     RunRecord,
+    ServiceRunPhase,
     Submission,
     bound_lines,
     bounded_trace,
@@ -50,11 +51,11 @@ __all__ = [
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _PHASES = {
-    RunPhase.QUEUED: pb.RunState.QUEUED,
-    RunPhase.RUNNING: pb.RunState.RUNNING,
-    RunPhase.SUCCEEDED: pb.RunState.SUCCEEDED,
-    RunPhase.FAILED: pb.RunState.FAILED,
-    RunPhase.CANCELLED: pb.RunState.CANCELLED,
+    ServiceRunPhase.QUEUED: pb.RunState.QUEUED,
+    ServiceRunPhase.RUNNING: pb.RunState.RUNNING,
+    ServiceRunPhase.SUCCEEDED: pb.RunState.SUCCEEDED,
+    ServiceRunPhase.FAILED: pb.RunState.FAILED,
+    ServiceRunPhase.CANCELLED: pb.RunState.CANCELLED,
 }
 
 

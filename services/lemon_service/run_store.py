@@ -58,9 +58,9 @@ from lemon_service.status_codes import (
 __all__ = [
     "DEFAULT_TRACE_BYTES",
     "INTERRUPTED",
-    "RunPhase",
     "RunRecord",
     "RunStore",
+    "ServiceRunPhase",
     "Submission",
     "bound_lines",
     "bounded_trace",
@@ -72,7 +72,7 @@ MAX_WAIT_S = 60.0
 _OUTPUT_CHARS = 2000
 
 
-class RunPhase(StrEnum):
+class ServiceRunPhase(StrEnum):
     """Where a run kept by id is: the service's one phase vocabulary (mapped once, to
     ``lemon.v1.RunState.Phase``, in :mod:`lemon_service.convert`)."""
 
@@ -83,7 +83,7 @@ class RunPhase(StrEnum):
     CANCELLED = "cancelled"
 
 
-FINISHED = frozenset({RunPhase.SUCCEEDED, RunPhase.FAILED, RunPhase.CANCELLED})
+FINISHED = frozenset({ServiceRunPhase.SUCCEEDED, ServiceRunPhase.FAILED, ServiceRunPhase.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +120,7 @@ class RunRecord:
     source: str
     fingerprint: bytes
     accepted: float = field(default_factory=time.monotonic)
-    phase: RunPhase = RunPhase.QUEUED
+    phase: ServiceRunPhase = ServiceRunPhase.QUEUED
     result: TaskRun | None = None
     error: str = ""
     failure: FailureKind | None = None
@@ -138,7 +138,7 @@ class RunRecord:
     """Called once the run finished (the store's expiry queue)."""
 
     def finish(
-        self, phase: RunPhase, *, error: str = "", failure: FailureKind | None = None
+        self, phase: ServiceRunPhase, *, error: str = "", failure: FailureKind | None = None
     ) -> None:
         self.phase = phase
         self.error = error
@@ -291,12 +291,14 @@ class RunStore:
             if entry.phase in {p.value for p in FINISHED}:
                 self._finished(record)
                 counts["finished"] += 1
-            elif entry.phase == RunPhase.QUEUED:
+            elif entry.phase == ServiceRunPhase.QUEUED:
                 counts["resumed"] += 1
                 self._resume(record, entry, decode)
             else:
                 counts["interrupted"] += 1
-                record.finish(RunPhase.FAILED, error=INTERRUPTED, failure=FailureKind.INTERRUPTED)
+                record.finish(
+                    ServiceRunPhase.FAILED, error=INTERRUPTED, failure=FailureKind.INTERRUPTED
+                )
                 self._journal_finish(record)
                 log.info("run %s (%s): %s", record.run_id, record.source, INTERRUPTED)
         self._expire(incoming=0)
@@ -309,7 +311,7 @@ class RunStore:
         except Exception as exc:
             code, message = status_for(exc)
             record.finish(
-                RunPhase.FAILED,
+                ServiceRunPhase.FAILED,
                 error=f"accepted before a restart, cannot start after it: {code.name}: {message}",
                 failure=exception_failure(exc),
             )
@@ -344,21 +346,25 @@ class RunStore:
             async with ticket:
                 if self.journal is not None:  # before the first call: queued means untouched
                     self.journal.running(record.run_id)
-                record.phase = RunPhase.RUNNING
+                record.phase = ServiceRunPhase.RUNNING
                 log.info("run %s (%s): started", record.run_id, record.source)
                 result = await self._run(record, submission)
             record.result = result
             if result.status == RunStatus.SUCCEEDED:
-                record.finish(RunPhase.SUCCEEDED)
+                record.finish(ServiceRunPhase.SUCCEEDED)
             else:
-                record.finish(RunPhase.FAILED, error=_failure(result), failure=result.failure)
+                record.finish(
+                    ServiceRunPhase.FAILED, error=_failure(result), failure=result.failure
+                )
         except asyncio.CancelledError:
             ticket.close()
             # the server stopping (not CancelRun) before the run started: it stays queued in
             # the journal, for the next server to start
-            left_queued = self._closing and record.phase is RunPhase.QUEUED and not record.error
+            left_queued = (
+                self._closing and record.phase is ServiceRunPhase.QUEUED and not record.error
+            )
             record.finish(
-                RunPhase.CANCELLED,
+                ServiceRunPhase.CANCELLED,
                 error=record.error or "cancelled: the server stopped",
                 failure=FailureKind.CANCELLED,
             )
@@ -371,7 +377,9 @@ class RunStore:
             ticket.close()
             code, message = status_for(exc)
             record.finish(
-                RunPhase.FAILED, error=f"{code.name}: {message}", failure=exception_failure(exc)
+                ServiceRunPhase.FAILED,
+                error=f"{code.name}: {message}",
+                failure=exception_failure(exc),
             )
         self._journal_finish(record)
         log.info("run %s (%s): %s %s", record.run_id, record.source, record.phase, record.error)
