@@ -32,11 +32,11 @@ from lemon.backends.base import Decoding, GenerationRequest, Message
 from lemon.backends.cpu_linear import fbgemm_runs_here
 from lemon.backends.local import PACKAGED, LocalBackend, ModelSource, load_model
 from lemon.data.items import Benchmark
-from lemon.data.paths import DataError, DataSource, source_path
+from lemon.data.paths import DataError, PublishedSplit, source_path
 
 
 def solutions(limit: int) -> list[list[dict[str, str]]]:
-    path = source_path(Benchmark.GSM8K, DataSource.TRAIN)
+    path = source_path(Benchmark.GSM8K, PublishedSplit.TRAIN)
     chats = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:

@@ -15,8 +15,8 @@ from lemon.data import (
     ChoiceItem,
     CodeItem,
     DataError,
-    DataSource,
     NumericItem,
+    PublishedSplit,
     data_dir,
     load_items,
     locate_data,
@@ -26,19 +26,19 @@ from lemon.data import (
 from lemon.data.paths import PACKAGED_DATA_DIR
 
 COUNTS = {
-    (Benchmark.GSM8K, DataSource.TEST): 1319,
-    (Benchmark.GSM8K, DataSource.TRAIN): 7473,
-    (Benchmark.SVAMP, DataSource.TEST): 1000,
-    (Benchmark.MULTIARITH, DataSource.TEST): 600,
-    (Benchmark.AQUA, DataSource.TEST): 254,
-    (Benchmark.MMLU, DataSource.TEST): 14042,
-    (Benchmark.MMLU, DataSource.DEV): 285,
-    (Benchmark.HUMANEVAL, DataSource.TEST): 164,
+    (Benchmark.GSM8K, PublishedSplit.TEST): 1319,
+    (Benchmark.GSM8K, PublishedSplit.TRAIN): 7473,
+    (Benchmark.SVAMP, PublishedSplit.TEST): 1000,
+    (Benchmark.MULTIARITH, PublishedSplit.TEST): 600,
+    (Benchmark.AQUA, PublishedSplit.TEST): 254,
+    (Benchmark.MMLU, PublishedSplit.TEST): 14042,
+    (Benchmark.MMLU, PublishedSplit.DEV): 285,
+    (Benchmark.HUMANEVAL, PublishedSplit.TEST): 164,
 }
 
 
 @pytest.mark.parametrize(("benchmark", "source"), list(COUNTS))
-def test_counts_and_unique_ids(benchmark: Benchmark, source: DataSource) -> None:
+def test_counts_and_unique_ids(benchmark: Benchmark, source: PublishedSplit) -> None:
     items = load_items(benchmark, source=source)
     assert len(items) == COUNTS[benchmark, source]
     assert len({item.id for item in items}) == len(items)

@@ -321,10 +321,10 @@ item, read from the shipped data so the id, text and expected answer all come fr
 
 
 def sample_item() -> NumericItem:
-    from lemon.data import Benchmark, DataError, DataSource, NumericItem, load_items
+    from lemon.data import Benchmark, DataError, NumericItem, PublishedSplit, load_items
 
     try:
-        items = load_items(Benchmark.GSM8K, source=DataSource.TRAIN)
+        items = load_items(Benchmark.GSM8K, source=PublishedSplit.TRAIN)
     except DataError as exc:
         raise UsageError(f"no --task given and the sample task cannot be read: {exc}") from None
     (item,) = (item for item in items if item.id == SAMPLE_ID)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lemon.data.items import Benchmark
 from lemon.data.loaders import load_items
-from lemon.data.paths import DataError, DataSource, data_dir, source_path, sources
+from lemon.data.paths import DataError, PublishedSplit, data_dir, source_path, sources
 
 __all__ = ["OFFICIAL_SOURCES", "Entry", "catalog"]
 
@@ -28,7 +28,7 @@ class Entry(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     benchmark: Benchmark
-    source: DataSource
+    source: PublishedSplit
     path: str
     present: bool
     items: int | None = None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon.data.items import Benchmark, ChoiceItem, CodeItem, Item, NumericItem
-from lemon.data.paths import DataError, DataSource, source_path
+from lemon.data.paths import DataError, PublishedSplit, source_path
 
 __all__ = ["load_items", "mmlu_subjects"]
 
@@ -31,24 +31,24 @@ _AQUA_OPTION = re.compile(r"^\s*([A-E])\s*\)\s?(.*)$", re.DOTALL)
 def load_items(
     benchmark: Benchmark | str,
     *,
-    source: DataSource | str = DataSource.TEST,
+    source: PublishedSplit | str = PublishedSplit.TEST,
     directory: Path | str | None = None,
 ) -> tuple[Item, ...]:
     """Every item of one published file set, in file order (cached per resolved path)."""
-    bench, src = Benchmark(benchmark), DataSource(source)
+    bench, src = Benchmark(benchmark), PublishedSplit(source)
     path = source_path(bench, src, directory=directory).resolve()
     return _load(bench, src, path)
 
 
 @lru_cache(maxsize=32)
-def _load(benchmark: Benchmark, source: DataSource, path: Path) -> tuple[Item, ...]:
+def _load(benchmark: Benchmark, source: PublishedSplit, path: Path) -> tuple[Item, ...]:
     if not path.exists():
         raise DataError(
             f"missing {benchmark.value} {source.value} data (see 'lemon data' for the layout)",
             path=path,
         )
     if benchmark is Benchmark.GSM8K:
-        prefix = "gsm8k" if source is DataSource.TEST else "gsm8k-train"
+        prefix = "gsm8k" if source is PublishedSplit.TEST else "gsm8k-train"
         return tuple(_gsm8k(path, prefix))
     if benchmark is Benchmark.SVAMP:
         return tuple(_svamp(path))
@@ -57,17 +57,17 @@ def _load(benchmark: Benchmark, source: DataSource, path: Path) -> tuple[Item, .
     if benchmark is Benchmark.AQUA:
         return tuple(_aqua(path))
     if benchmark is Benchmark.MMLU:
-        prefix = "mmlu" if source is DataSource.TEST else "mmlu-dev"
+        prefix = "mmlu" if source is PublishedSplit.TEST else "mmlu-dev"
         return tuple(_mmlu(path, source, prefix))
     return tuple(_humaneval(path))
 
 
 def mmlu_subjects(
-    source: DataSource | str = DataSource.TEST, *, directory: Path | str | None = None
+    source: PublishedSplit | str = PublishedSplit.TEST, *, directory: Path | str | None = None
 ) -> list[str]:
     """The MMLU subjects present, sorted."""
-    folder = source_path(Benchmark.MMLU, DataSource(source), directory=directory)
-    suffix = f"_{DataSource(source).value}.csv"
+    folder = source_path(Benchmark.MMLU, PublishedSplit(source), directory=directory)
+    suffix = f"_{PublishedSplit(source).value}.csv"
     return sorted(p.name.removesuffix(suffix) for p in folder.glob(f"*{suffix}"))
 
 
@@ -228,7 +228,7 @@ def _aqua(path: Path) -> Iterator[ChoiceItem]:
         )
 
 
-def _mmlu(folder: Path, source: DataSource, prefix: str) -> Iterator[ChoiceItem]:
+def _mmlu(folder: Path, source: PublishedSplit, prefix: str) -> Iterator[ChoiceItem]:
     suffix = f"_{source.value}.csv"
     files = sorted(folder.glob(f"*{suffix}"))
     if not files:

@@ -23,7 +23,7 @@ __all__ = [
     "PACKAGED_DATA_DIR",
     "DataError",
     "DataLocation",
-    "DataSource",
+    "PublishedSplit",
     "data_dir",
     "layout",
     "locate_data",
@@ -59,32 +59,33 @@ PACKAGED_DATA_DIR = Path(__file__).resolve().parent / "benchmarks"
 CHECKSUMS = "SHA256SUMS"
 
 
-class DataSource(StrEnum):
-    """A file set as published: the official test set, or GSM8K's train / MMLU's dev set."""
+class PublishedSplit(StrEnum):
+    """A benchmark's file set as published: the official test set, or GSM8K's train / MMLU's dev
+    set (not a split LEMON carves, :class:`~lemon.data.splits.Split`)."""
 
     TEST = "test"
     TRAIN = "train"
     DEV = "dev"
 
 
-_FILES: dict[tuple[Benchmark, DataSource], str] = {
-    (Benchmark.GSM8K, DataSource.TEST): "gsm8k/test.jsonl",
-    (Benchmark.GSM8K, DataSource.TRAIN): "gsm8k/train.jsonl",
-    (Benchmark.SVAMP, DataSource.TEST): "svamp/SVAMP.json",
-    (Benchmark.MULTIARITH, DataSource.TEST): "multiarith/MultiArith.json",
-    (Benchmark.AQUA, DataSource.TEST): "aqua/test.json",
-    (Benchmark.MMLU, DataSource.TEST): "mmlu/test",
-    (Benchmark.MMLU, DataSource.DEV): "mmlu/dev",
-    (Benchmark.HUMANEVAL, DataSource.TEST): "humaneval/HumanEval.jsonl.gz",
+_FILES: dict[tuple[Benchmark, PublishedSplit], str] = {
+    (Benchmark.GSM8K, PublishedSplit.TEST): "gsm8k/test.jsonl",
+    (Benchmark.GSM8K, PublishedSplit.TRAIN): "gsm8k/train.jsonl",
+    (Benchmark.SVAMP, PublishedSplit.TEST): "svamp/SVAMP.json",
+    (Benchmark.MULTIARITH, PublishedSplit.TEST): "multiarith/MultiArith.json",
+    (Benchmark.AQUA, PublishedSplit.TEST): "aqua/test.json",
+    (Benchmark.MMLU, PublishedSplit.TEST): "mmlu/test",
+    (Benchmark.MMLU, PublishedSplit.DEV): "mmlu/dev",
+    (Benchmark.HUMANEVAL, PublishedSplit.TEST): "humaneval/HumanEval.jsonl.gz",
 }
 
 
-def layout() -> list[tuple[Benchmark, DataSource, str]]:
+def layout() -> list[tuple[Benchmark, PublishedSplit, str]]:
     """Every expected file set and its path relative to the data directory."""
     return [(bench, source, relative) for (bench, source), relative in _FILES.items()]
 
 
-def sources(benchmark: Benchmark) -> list[DataSource]:
+def sources(benchmark: Benchmark) -> list[PublishedSplit]:
     """The published file sets of ``benchmark`` (always ``test`` first)."""
     return [source for (bench, source) in _FILES if bench is benchmark]
 
@@ -159,7 +160,7 @@ def verify_checksums(directory: Path | str | None = None) -> list[str]:
 
 def source_path(
     benchmark: Benchmark,
-    source: DataSource = DataSource.TEST,
+    source: PublishedSplit = PublishedSplit.TEST,
     *,
     directory: Path | str | None = None,
 ) -> Path:

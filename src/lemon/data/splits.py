@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lemon.data.items import Benchmark, Item
 from lemon.data.loaders import load_items
-from lemon.data.paths import DataSource
+from lemon.data.paths import PublishedSplit
 
 __all__ = [
     "Split",
@@ -132,7 +132,7 @@ def split_items(
 ) -> list[Item]:
     """The items of ``split`` in file order (see the module docstring for the rule)."""
     bench, part, config = Benchmark(benchmark), Split(split), config or SplitConfig()
-    tests = list(load_items(bench, source=DataSource.TEST, directory=directory))
+    tests = list(load_items(bench, source=PublishedSplit.TEST, directory=directory))
     if part is Split.ALL:
         return tests
     if bench in _HELD_IN:
@@ -143,7 +143,7 @@ def split_items(
     held = {i.id for i in tests if normalise_question(i.question) in held_questions}
     if part is Split.TEST:
         return [item for item in tests if item.id not in held]
-    source = DataSource.TRAIN if bench is Benchmark.GSM8K else DataSource.DEV
+    source = PublishedSplit.TRAIN if bench is Benchmark.GSM8K else PublishedSplit.DEV
     seen = {normalise_question(item.question) for item in tests}
     extra = load_items(bench, source=source, directory=directory)
     train = [item for item in extra if normalise_question(item.question) not in seen]
