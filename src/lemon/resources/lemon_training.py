@@ -99,7 +99,7 @@ class Counterfactual(CounterfactualConfig):
     )
 
 
-class Generation(GenerationConfig):
+class TrainingGeneration(GenerationConfig):
     """How GRPO samples specs: ``transformers`` (default) or ``vllm`` in ``colocate`` mode (on
     the pods' GPUs: give them ``nvidia.com/gpu`` in ``resources``) or ``server`` mode."""
 
@@ -175,7 +175,7 @@ class TrainingSpec(_Camel):
     output: OutputLocation = Field(description="Where the produced version is written.")
     hyperparameters: HyperParameters = Field(default_factory=HyperParameters)
     counterfactual: Counterfactual = Field(default_factory=Counterfactual)
-    generation: Generation = Field(default_factory=Generation)
+    generation: TrainingGeneration = Field(default_factory=TrainingGeneration)
     rewards: Rewards = Field(default_factory=Rewards)
     lora: Lora | None = Field(default=None, description="LoRA instead of full fine-tuning.")
     profile: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
