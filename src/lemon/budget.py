@@ -33,6 +33,7 @@ __all__ = [
     "BudgetError",
     "BudgetEstimate",
     "BudgetRefused",
+    "BudgetScope",
     "BudgetUse",
     "EstimateSource",
     "parse_budget",
@@ -204,6 +205,8 @@ def parse_budget(text: str, *, source: str = "--budget") -> Budget:
 
 
 EstimateSource = Literal["table", "upper_bound"]
+BudgetScope = Literal["run", "shared"]
+"""Which budget stopped a run: its own, or a shared one it draws from (its namespace's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +273,8 @@ class BudgetRefused(Exception):
 class BudgetUse:
     """A budgeted run's account: the limits, what it spent, and why it stopped if it did."""
 
-    budget: Budget
+    budget: Budget | None
+    """The run's own budget (None: it drew only from a shared budget)."""
     tokens: int
     """Worker tokens spent (equal to the run's ``tokens.total``)."""
     cost: float
@@ -282,12 +286,19 @@ class BudgetUse:
     """The estimate made before the run (set by :mod:`lemon.orchestration`)."""
     replaced: str | None = None
     """When the budget replaced the spec: why (the original's estimate), else None."""
+    scope: BudgetScope | None = None
+    """Which budget stopped the run (with ``reason``): its own, or the shared one."""
+    shared: str | None = None
+    """The shared budget the run drew from, in words (``LemonBudget team/a (tokens=5000 per
+    3600 s)``), else None."""
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "limits": self.budget.to_json(),
+            "limits": self.budget.to_json() if self.budget is not None else None,
             "spent": {"tokens": self.tokens, "cost": round(self.cost, 3), "wall_s": self.wall_s},
             "reason": self.reason,
             "estimate": self.estimate.to_json() if self.estimate is not None else None,
             "replaced": self.replaced,
+            "scope": self.scope,
+            "shared": self.shared,
         }

@@ -40,7 +40,7 @@ from lemon.backends.base import (
     Message,
 )
 from lemon.budget import Budget, BudgetUse, prompt_bound
-from lemon.engine.metering import Grant, Meter
+from lemon.engine.metering import Grant, Meter, SharedBudget
 from lemon.engine.results import AgentResult, AgentStatus, FailureKind, RunResult, RunStatus
 from lemon.engine.tracing import RunSpans
 from lemon.events import (
@@ -106,6 +106,9 @@ class ExecutionOptions:
     """Assistant prefill per role name (e.g. start a programmer's code block)."""
     budget: Budget | None = None
     """The run's budget, enforced during the run (see the module); None: unlimited."""
+    shared_budget: SharedBudget | None = None
+    """A budget this run draws from with others (its namespace's), enforced as ``budget`` is:
+    the tighter of the two cuts (:mod:`lemon.engine.metering`); None: none."""
 
     def stop_limit(self) -> tuple[float, str, FailureKind]:
         """When the run is cut, in seconds, why in words and as a failure kind: the deadline,
@@ -192,7 +195,11 @@ class _Run:
         limits = options.concurrency or {}
         self.slots = {tier: asyncio.Semaphore(limits.get(tier, 8)) for tier in Capacity}
         self.reused = 0
-        self.meter = Meter(options.budget, prices) if options.budget is not None else None
+        self.meter = (
+            Meter(options.budget, prices, shared=options.shared_budget)
+            if options.budget is not None or options.shared_budget is not None
+            else None
+        )
         _, self.stop_reason, self.stop_kind = options.stop_limit()
 
     def _result(self, agent: Agent) -> AgentResult:
@@ -297,12 +304,13 @@ class _Run:
             if generation is None:
                 return
             if grant is not None and grant.cut and _truncated(generation, grant):
+                assert self.meter is not None
+                scope = grant.scope
                 reason = (
-                    f"answer cut at {grant.max_tokens} completion tokens by the budget "
-                    f"({self.options.budget.label() if self.options.budget else ''})"
+                    f"answer cut at {grant.max_tokens} completion tokens by the "
+                    f"{self.meter.label(scope)}"
                 )
-                if self.meter is not None:
-                    self.meter.stop(f"agent {agent.name!r}'s {reason}")
+                self.meter.stop(f"agent {agent.name!r}'s {reason}", scope=scope)
                 self._finish(result, AgentStatus.FAILED, reason, FailureKind.BUDGET_EXCEEDED)
                 return
             if not generation.text.strip():
@@ -333,17 +341,17 @@ class _Run:
         """Hold the call's tokens on the run's meter; None (the agent skipped, never started)
         when the budget has not one completion token left for it."""
         assert self.meter is not None
-        assert self.options.budget is not None
         prompt_tokens = await _prompt_tokens(backend, request)
         grant = await self.meter.reserve(
             agent.capacity.value, prompt_tokens=prompt_tokens, wanted=request.decoding.max_tokens
         )
         if grant is None:
+            scope = self.meter.binding(agent.capacity.value)
             reason = (
-                f"{self.options.budget.label()} spent before the agent started "
+                f"{self.meter.label(scope)} spent before the agent started "
                 f"({self.meter.spent_words()}; its prompt alone is {prompt_tokens} tokens)"
             )
-            self.meter.stop(f"agent {agent.name!r} not started: {reason}")
+            self.meter.stop(f"agent {agent.name!r} not started: {reason}", scope=scope)
             self._finish(result, AgentStatus.SKIPPED, reason, FailureKind.BUDGET_EXCEEDED)
         return grant
 
@@ -460,10 +468,6 @@ def _truncated(generation: Generation, grant: Grant) -> bool:
     return generation.finish_reason == "length" or generation.completion_tokens >= grant.max_tokens
 
 
-def _spent(run: _Run) -> int:
-    return sum(r.prompt_tokens + r.completion_tokens for r in run.results.values())
-
-
 async def _prompt_tokens(backend: Backend, request: GenerationRequest) -> int:
     """The call's prompt tokens as the backend counts them (``count_prompt_tokens``, where it
     has one), else :func:`lemon.budget.prompt_bound` of its text (an upper bound)."""
@@ -570,18 +574,23 @@ def _result(
             error = f"{error}; {meter.stopped}"
     wall_s = run._now()
     use = None
-    if run.options.budget is not None:
+    if meter is not None:
         reason = None
         if failure is FailureKind.BUDGET_EXCEEDED:
             reason = error
         elif meter is not None and meter.stopped is not None:
             reason = meter.stopped  # an agent off the output's path was cut or not started
+        scope = None
+        if reason is not None:
+            scope = meter.bound_by or "run"  # an overrun, or the wall budget: the run's own
         use = BudgetUse(
             run.options.budget,
-            tokens=meter.spent_tokens if meter is not None else _spent(run),
-            cost=meter.spent_cost if meter is not None else 0.0,
+            tokens=meter.spent_tokens,
+            cost=meter.spent_cost,
             wall_s=round(wall_s, 4),
             reason=reason,
+            scope=scope,
+            shared=meter.shared.label() if meter.shared is not None else None,
         )
     return RunResult(
         status=RunStatus.SUCCEEDED if succeeded else RunStatus.FAILED,
