@@ -309,3 +309,35 @@ def test_a_hub_ids_identity_is_its_local_snapshot(tmp_path: Path) -> None:
     (snapshot / "model.safetensors").write_bytes(b"weights, the second revision")
     assert identity("example-org/tiny") != first
     assert identity("example-org/not-cached") == "local:name:example-org/not-cached@float32:cpu"
+
+
+def test_an_agent_carries_the_key_of_the_call_that_answered_it(tmp_path: Path) -> None:
+    """The executor's agent result names its call by the content key the cache computed: the
+    key of the very request it sent (what a table cell records), fresh or from disk; an
+    unseeded sample and a tool carry none."""
+    from lemon.engine.executor import ExecutionOptions, build_request
+    from lemon.spec.roles import default_roles
+
+    parsed = load_spec(ROOT / "examples" / "specs" / "02-plan-solve-verify.yaml")
+    cache = PersistentCallCache(tmp_path / "c.sqlite")
+    tiers = wrap_backends({t: ScriptedBackend(DIGEST, tier=t.value) for t in Capacity}, cache)
+
+    def run() -> object:
+        return asyncio.run(execute(parsed.spec, task="What is 6 * 7?", backends=tiers))
+
+    for attempt in range(2):
+        result = run()
+        results = {a.name: a for a in result.agents}  # type: ignore[attr-defined]
+        for agent in parsed.spec.agents:
+            request = build_request(
+                agent, spec=parsed.spec, task="What is 6 * 7?", roles=default_roles(),
+                results=results, options=ExecutionOptions(),
+            )  # fmt: skip
+            identity = tiers[agent.capacity].identity()  # type: ignore[attr-defined]
+            assert results[agent.name].call_key == request_key(identity, request), attempt
+            assert results[agent.name].cached == (attempt == 1)
+    sampled = asyncio.run(
+        execute(parsed.spec, task="t", backends=tiers,
+                options=ExecutionOptions(decoding=Decoding(temperature=0.9)))
+    )  # fmt: skip
+    assert all(a.call_key is None for a in sampled.agents)

@@ -91,7 +91,6 @@ def _build(
             items,
             columns(teams),
             backends=backends,
-            identities={t: m.identity for t, m in table.meta.models.items()},
             settings=ItemSettings(worker_max_tokens=64, deadline_s=60),
             prices=DEFAULT_TIER_PRICES,
             concurrency=4,

@@ -76,6 +76,10 @@ class Generation:
     finish_reason: str = "stop"
     cached: bool = False
     """Answered from the persistent call cache (:mod:`lemon.backends.callcache`)."""
+    key: str | None = None
+    """The call's content key (:func:`lemon.backends.callcache.request_key`), where a call cache
+    or an outcome table answered or recorded it; None for a call no cache keyed (an unseeded
+    sample, a bare backend)."""
 
 
 class BackendError(Exception):

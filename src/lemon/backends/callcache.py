@@ -308,14 +308,14 @@ class CachedBackend:
         key = request_key(identity, request)
         shared = await self._shared(key)
         if shared is not None:
-            return shared
+            return replace(shared, key=key)
         # SQLite may wait on another process's write lock: never on the event loop
         found = await asyncio.to_thread(self.cache.get, key)
         if found is not None:
-            return replace(found, cached=True)
+            return replace(found, cached=True, key=key)
         shared = await self._shared(key)  # another task may have started it while we looked
         if shared is not None:
-            return shared
+            return replace(shared, key=key)
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
@@ -334,7 +334,7 @@ class CachedBackend:
         finally:
             self._inflight.pop(key, None)
         future.set_result(stored)
-        return stored
+        return replace(stored, key=key)
 
     async def _shared(self, key: str) -> Generation | None:
         """The answer of an identical call in flight, once it finishes (None: there is none,

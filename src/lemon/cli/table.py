@@ -183,7 +183,6 @@ def _build(args: argparse.Namespace) -> int:
         try:
             return await build_table(
                 table, items, teams, backends=backends,
-                identities={t: v["identity"] for t, v in identities.items()},
                 settings=ItemSettings(worker_max_tokens=args.max_tokens, deadline_s=args.deadline),
                 prices=TierPrices(**table.meta.tier_prices), concurrency=args.concurrency,
                 chunk=args.chunk, progress=progress, stop_after_s=args.stop_after,

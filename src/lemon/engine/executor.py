@@ -422,6 +422,7 @@ class _Run:
         result.prompt_tokens = generation.prompt_tokens
         result.completion_tokens = generation.completion_tokens
         result.finish_reason = generation.finish_reason
+        result.call_key = generation.key
         result.latency_s = latency
 
     async def _call(

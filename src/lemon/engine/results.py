@@ -79,6 +79,9 @@ class AgentResult:
     """Why the model stopped (``stop``, ``length``); empty for tools and agents that never ran."""
     failure: FailureKind | None = None
     """Why the agent failed or was skipped (None when it succeeded)."""
+    call_key: str | None = None
+    """The content key of the model call that answered it, where a call cache or an outcome
+    table keyed it (what a table cell records; :attr:`lemon.backends.base.Generation.key`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -25,16 +25,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lemon.backends.base import Backend
-from lemon.backends.callcache import request_key
 from lemon.data.items import ChoiceItem, Item
 from lemon.data.splits import Split, split_items
-from lemon.engine.executor import build_request
 from lemon.engine.results import AgentStatus, FailureKind, RunResult
-from lemon.orchestration import ItemSettings, item_options, item_outcome, run_item
+from lemon.orchestration import ItemSettings, item_outcome, run_item
 from lemon.policy.columns import Column
 from lemon.pricing import TierPrices
 from lemon.spec.models import Capacity, Spec
-from lemon.spec.roles import RoleLibrary, default_roles
 from lemon.tables.store import Cell, StoredCall, Table
 from lemon.tasks import classify_task, task_text
 
@@ -89,24 +86,20 @@ def cell_of(
     success: float,
     extracted: float | str | None,
     priced: float,
-    settings: ItemSettings,
-    identities: Mapping[str, str],
-    roles: RoleLibrary,
 ) -> tuple[Cell, list[StoredCall]]:
-    """The cell of one run and the worker calls it read, each named by its call-cache key
-    (the same request, rebuilt from the run's outputs, that the executor sent)."""
-    options = item_options(item, settings)
-    results = {a.name: a for a in result.agents}
-    task = task_text(item)
+    """The cell of one run and the worker calls it read, each named by the content key the
+    call cache (or the table) gave it as it answered (:attr:`AgentResult.call_key`)."""
     agents: list[tuple[str, str, str | None, int, int]] = []
     calls: list[StoredCall] = []
     for agent, run in zip(spec.agents, result.agents, strict=True):
         key = None
         if not run.tool and run.status is AgentStatus.SUCCEEDED:
-            request = build_request(
-                agent, spec=spec, task=task, roles=roles, results=results, options=options
-            )
-            key = request_key(identities[agent.capacity.value], request)
+            if run.call_key is None:
+                raise ValueError(
+                    f"{item.id} {column.name}: agent {agent.name!r} has no call key (a table "
+                    "is built on backends wrapped by the call cache or the table)"
+                )
+            key = run.call_key
             calls.append(
                 StoredCall(
                     key=key,
@@ -142,7 +135,6 @@ async def build_table(
     columns: Sequence[Column],
     *,
     backends: Mapping[Capacity, Backend],
-    identities: Mapping[str, str],
     settings: ItemSettings,
     prices: TierPrices,
     concurrency: int = 16,
@@ -159,7 +151,6 @@ async def build_table(
     from lemon.tables.replay import table_backends
 
     backends, _ = table_backends(table, live=backends)
-    roles = default_roles()
     stats = BuildStats(errors=[])
     todo = [
         (item, col)
@@ -203,9 +194,6 @@ async def build_table(
             success=outcome.success,
             extracted=outcome.extracted,
             priced=outcome.priced_tokens or 0.0,
-            settings=run_settings,
-            identities=identities,
-            roles=roles,
         )
         stats.new_calls += writer.add(cell, calls)  # type: ignore[attr-defined]
         stats.added += 1
