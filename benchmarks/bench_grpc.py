@@ -153,14 +153,20 @@ async def _load(
     request) or ``submit`` (one SubmitRun with ``wait_s``, the operator's durable path: a new
     run id a request, answered finished); ``tag`` prefixes the request ids (run ids must be new
     in each phase)."""
-    from lemon_api.client import ClientConfig, LemonClient
+    from lemon_api.client import ClientConfig, LemonClient, run_options
     from lemon_api.v1 import orchestrator_pb2 as pb
+
+    # the 3-agent template team, named: with no spec the service runs its default policy
+    template = run_options(template="default")
 
     async def call(client: LemonClient, request_id: str) -> Any:
         if rpc == "orchestrate":
-            return await client.orchestrate(TASK, request_id=request_id, timeout=60)
+            return await client.orchestrate(
+                TASK, options=template, request_id=request_id, timeout=60
+            )
         state = await client.submit_run(
-            pb.SubmitRunRequest(run_id=request_id, task=TASK, wait_s=55), timeout=60
+            pb.SubmitRunRequest(run_id=request_id, task=TASK, wait_s=55, options=template),
+            timeout=60,
         )
         if not state.created or state.phase != pb.RunState.SUCCEEDED:
             raise RuntimeError(f"run {request_id}: created {state.created}, phase {state.phase}")
@@ -318,7 +324,8 @@ def _ghz(target: str, *, clients: int, total: int) -> dict[str, Any]:
     done = subprocess.run(
         [
             *(str(ghz), "--insecure", "--call", "lemon.v1.Orchestrator/Orchestrate"),
-            *("-d", json.dumps({"task": TASK}), "-n", str(total), "-c", str(clients)),
+            *("-d", json.dumps({"task": TASK, "options": {"template": "default"}})),
+            *("-n", str(total), "-c", str(clients)),
             *("--connections", str(min(clients, 16)), "--format", "json", target),
         ],
         capture_output=True,

@@ -167,7 +167,7 @@ def test_crd_columns_and_rules() -> None:
     policy = crd("LemonPolicy")["spec"]
     assert policy["names"]["shortNames"] == ["lpol"]
     columns = [c["name"] for c in policy["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["Served", "Versions", "Ready", "Age"]
+    assert columns == ["Default", "Served", "Versions", "Ready", "Age"]
     versions = policy["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
         "properties"
     ]["versions"]
