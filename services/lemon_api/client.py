@@ -199,6 +199,15 @@ class LemonClient:
         )
         return state
 
+    async def sync_namespace_budget(
+        self, budget: pb.NamespaceBudget, *, timeout: float | None = None
+    ) -> pb.NamespaceBudgetState:
+        """Declare (or update) a namespace budget; what its window spent and has left."""
+        state: pb.NamespaceBudgetState = await self._orchestrator().SyncNamespaceBudget(
+            budget, timeout=timeout, metadata=self.config.metadata()
+        )
+        return state
+
     async def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """SERVING, NOT_SERVING, ... for ``service`` ('' is the whole server). Needs
         ``grpcio-health-checking`` (the ``service`` extra), imported here only."""

@@ -14,6 +14,8 @@ import time
 from collections.abc import Sequence
 
 from lemon import events
+from lemon.budget import Budget, BudgetRefused, BudgetUse
+from lemon.engine.metering import SharedBudget
 from lemon.engine.results import AgentResult, FailureKind
 from lemon.orchestration import TaskRun
 from lemon.policy.defaults import BUILTIN_POLICIES, SpecChoice
@@ -22,7 +24,7 @@ from lemon.spec.issues import Issue
 from lemon.spec.models import Capacity
 from lemon.spec.validation import ParsedSpec
 from lemon_api.v1 import orchestrator_pb2 as pb
-from lemon_service.dispatch import Dispatcher, RunRequest
+from lemon_service.dispatch import Dispatcher, RunRequest, SharedLimits
 from lemon_service.endpoints import Endpoint, check_endpoint
 from lemon_service.run_store import (
     DEFAULT_TRACE_BYTES,
@@ -36,14 +38,19 @@ from lemon_service.status_codes import BadRequest
 
 __all__ = [
     "agent_report",
+    "budget",
+    "budget_report",
     "failure_kind",
     "issue",
     "journaled_submission",
+    "namespace_budget_state",
+    "refusal_report",
     "response_bytes",
     "run_event",
     "run_request",
     "run_response",
     "run_state",
+    "shared_limits",
     "submission",
     "tier_endpoints",
     "valid_response",
@@ -97,6 +104,96 @@ def agent_report(agent: AgentResult) -> pb.AgentReport:
     )
 
 
+def budget(message: pb.Budget, *, field: str = "options.budget") -> Budget:
+    """A request's budget, checked (:class:`lemon.budget.BudgetError` naming the field:
+    INVALID_ARGUMENT)."""
+    values: dict[str, float | int] = {}
+    if message.HasField("tokens"):
+        values["tokens"] = message.tokens
+    if message.HasField("cost"):
+        values["cost"] = message.cost
+    if message.HasField("wall_s"):
+        values["wall"] = message.wall_s
+    return Budget.from_mapping(values, source=field)
+
+
+def _budget_message(limits: Budget) -> pb.Budget:
+    message = pb.Budget()
+    if limits.tokens is not None:
+        message.tokens = limits.tokens
+    if limits.cost is not None:
+        message.cost = limits.cost
+    if limits.wall_s is not None:
+        message.wall_s = limits.wall_s
+    return message
+
+
+_STOPS = {"run": pb.BUDGET_STOP_RUN, "shared": pb.BUDGET_STOP_NAMESPACE}
+
+
+def budget_report(use: BudgetUse) -> pb.BudgetReport:
+    """A budgeted run's account: limits, spent, why and which budget stopped it."""
+    report = pb.BudgetReport(
+        spent_tokens=use.tokens,
+        spent_cost=round(use.cost, 3),
+        spent_wall_s=use.wall_s,
+        reason=use.reason or "",
+        stop=_STOPS[use.scope] if use.reason and use.scope else pb.BUDGET_STOP_UNSPECIFIED,
+        estimate=use.estimate.basis if use.estimate is not None else "",
+        replaced=use.replaced or "",
+        namespace_budget=use.shared or "",
+    )
+    if use.budget is not None:
+        report.limits.CopyFrom(_budget_message(use.budget))
+    return report
+
+
+def refusal_report(refused: BudgetRefused) -> pb.BudgetReport:
+    """A run refused before it ran: its budget and why, spent nothing."""
+    return pb.BudgetReport(
+        limits=_budget_message(refused.budget),
+        reason=refused.reason,
+        stop=pb.BUDGET_STOP_REFUSED,
+        estimate=refused.estimate.basis if refused.estimate is not None else "",
+    )
+
+
+def shared_limits(message: pb.NamespaceBudget) -> SharedLimits:
+    """A namespace budget as a request declares it, checked (``BadRequest`` naming the
+    field)."""
+    return SharedLimits(
+        message.name,
+        tokens=message.tokens if message.HasField("tokens") else None,
+        cost=message.cost if message.HasField("cost") else None,
+        window_s=message.window_s,
+    )
+
+
+def namespace_budget_state(shared: SharedBudget) -> pb.NamespaceBudgetState:
+    """What a namespace budget's window spent and has left."""
+    tokens, cost = shared.remaining()
+    limits = pb.NamespaceBudget(name=shared.name, window_s=shared.window_s)
+    if shared.tokens is not None:
+        limits.tokens = shared.tokens
+    if shared.cost is not None:
+        limits.cost = shared.cost
+    state = pb.NamespaceBudgetState(
+        name=shared.name,
+        limits=limits,
+        window_start=shared.window_start,
+        spent_tokens=shared.spent_tokens,
+        spent_cost=round(shared.spent_cost, 3),
+        held_tokens=max(0, shared.held_tokens),
+        runs=shared.runs,
+        stopped=shared.stopped,
+    )
+    if tokens is not None:
+        state.remaining_tokens = tokens
+    if cost is not None:
+        state.remaining_cost = round(cost, 3)
+    return state
+
+
 def run_response(result: TaskRun, *, request_id: str) -> pb.RunResponse:
     prompt, completion = result.prompt_tokens, result.completion_tokens
     return pb.RunResponse(
@@ -117,6 +214,7 @@ def run_response(result: TaskRun, *, request_id: str) -> pb.RunResponse:
         spec_choice=_CHOICES[result.spec_choice],
         cost=round(result.priced_tokens, 3),
         cost_unit=COST_UNIT,
+        budget=budget_report(result.budget) if result.budget is not None else None,
     )
 
 
@@ -182,6 +280,8 @@ def run_request(
         max_tokens=options.max_tokens,
         seed=options.seed if options.HasField("seed") else None,
         template=options.template,
+        budget=budget(options.budget) if options.HasField("budget") else None,
+        budget_fallback=options.budget_fallback,
     )
 
 
@@ -224,14 +324,22 @@ def submission(request: pb.SubmitRunRequest, *, dispatcher: Dispatcher) -> Submi
     if request.default_policy and policy is None and builtin is None:
         raise BadRequest("default_policy: set, but no policy or builtin_policy is given")
     tiers = tier_endpoints(request.tiers)
+    shared = None
+    if request.HasField("namespace_budget"):
+        shared = shared_limits(request.namespace_budget)
     what = pb.SubmitRunRequest()
     what.CopyFrom(request)
     for delivery in ("wait_s", "include_trace", "max_trace_bytes"):  # how to answer, not what
         what.ClearField(delivery)
+    # the namespace budget's limits may change between two submits of one run (its LemonBudget
+    # edited): where the run draws from, not what it is, so not in the fingerprint
+    same = pb.SubmitRunRequest()
+    same.CopyFrom(what)
+    same.ClearField("namespace_budget")
     return Submission(
         run_id=request.run_id,
         source=source,
-        fingerprint=hashlib.sha256(what.SerializeToString(deterministic=True)).digest(),
+        fingerprint=hashlib.sha256(same.SerializeToString(deterministic=True)).digest(),
         request=run_request(dispatcher, request.task, request.options, parsed),
         tiers=tiers,
         policy=policy,
@@ -240,6 +348,7 @@ def submission(request: pb.SubmitRunRequest, *, dispatcher: Dispatcher) -> Submi
         default_policy=request.default_policy,
         deadline_s=request.deadline_s,
         wire=what.SerializeToString(deterministic=True),
+        shared=shared,
     )
 
 
@@ -272,6 +381,10 @@ def run_state(
         state.result.CopyFrom(run_response(record.result, request_id=record.run_id))
     elif record.response:  # read back from the run journal after a restart
         state.result.ParseFromString(record.response)
+    if state.result.HasField("budget"):
+        state.budget.CopyFrom(state.result.budget)
+    elif record.refusal is not None:
+        state.budget.CopyFrom(refusal_report(record.refusal))
     if trace_bytes is not None:
         limit = trace_bytes or DEFAULT_TRACE_BYTES
         if record.stored_trace:

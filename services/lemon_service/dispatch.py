@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from lemon.backends.base import Decoding
+from lemon.budget import Budget
 from lemon.capacity import close_backends
 from lemon.engine.executor import ExecutionOptions
+from lemon.engine.metering import SharedBudget
 from lemon.engine.results import RunResult
 from lemon.events import TraceWriter
 from lemon.orchestration import RunTiers, TaskRun, run_task
@@ -29,7 +31,7 @@ from lemon.spec.validation import ParsedSpec, ValidationOptions, parse_spec
 from lemon_service.settings import Limits
 from lemon_service.status_codes import BadRequest, LimitExceeded, RunDeadline
 
-__all__ = ["Admission", "Dispatcher", "RunRequest", "RunStats", "Ticket"]
+__all__ = ["Admission", "Dispatcher", "RunRequest", "RunStats", "SharedLimits", "Ticket"]
 
 DEADLINE_MARGIN_S = 0.05
 """The run ends this much before the call's deadline, so the server still answers with why."""
@@ -112,9 +114,31 @@ class RunStats:
                 self.tokens[agent.capacity, "completion"] += agent.completion_tokens
 
 
+class SharedLimits:
+    """A namespace's budget as a request declares it (checked): whose, its limits, its
+    window (:class:`lemon.engine.metering.SharedBudget` is the account itself)."""
+
+    def __init__(
+        self, name: str, *, tokens: int | None, cost: float | None, window_s: float
+    ) -> None:
+        field = "namespace_budget"
+        if not name.strip():
+            raise BadRequest(f"{field}.name: must not be empty")
+        if tokens is None and cost is None:
+            raise BadRequest(f"{field}: give tokens, cost or both")
+        if tokens is not None and tokens <= 0:
+            raise BadRequest(f"{field}.tokens: must be a positive number, got {tokens}")
+        if cost is not None and not (math.isfinite(cost) and cost > 0):
+            raise BadRequest(f"{field}.cost: must be a positive number, got {cost:g}")
+        if not (math.isfinite(window_s) and window_s > 0):
+            raise BadRequest(f"{field}.window_s: must be a positive number, got {window_s:g}")
+        self.name, self.tokens, self.cost, self.window_s = name, tokens, cost, window_s
+
+
 class RunRequest:
     """A checked request: the task, the spec (None: the policy writes it), the template
-    variant asked for (None: the default policy writes the spec) and run options."""
+    variant asked for (None: the default policy writes the spec) and run options (the run's
+    budget, and whether a spec over it may be replaced by one within it)."""
 
     def __init__(
         self,
@@ -125,6 +149,8 @@ class RunRequest:
         max_tokens: int = 0,
         seed: int | None = None,
         template: str = "",
+        budget: Budget | None = None,
+        budget_fallback: bool = False,
     ) -> None:
         if not task.strip():
             raise BadRequest("task: must not be empty")
@@ -148,6 +174,10 @@ class RunRequest:
         self.max_tokens = max_tokens or limits.max_tokens
         self.seed = seed
         self.template = variant
+        if budget_fallback and budget is None:
+            raise BadRequest("options.budget_fallback: set, but options.budget is not")
+        self.budget = budget
+        self.budget_fallback = budget_fallback
 
 
 class Dispatcher:
@@ -175,6 +205,21 @@ class Dispatcher:
         self._builtins: dict[str, SpecPolicy] = {}
         self.admission = Admission(running=limits.max_concurrency, waiting=limits.max_waiting)
         self.stats = RunStats()
+        self.shared_budgets: dict[str, SharedBudget] = {}
+        """The namespaces' budgets by name, as the last request declared them: every run
+        naming one draws from it (they live as long as the server)."""
+
+    def shared_budget(self, limits: SharedLimits) -> SharedBudget:
+        """The shared budget ``limits`` names, made on first use and updated to its limits."""
+        found = self.shared_budgets.get(limits.name)
+        if found is None:
+            found = SharedBudget(
+                limits.name, tokens=limits.tokens, cost=limits.cost, window_s=limits.window_s
+            )
+            self.shared_budgets[limits.name] = found
+        else:
+            found.update(tokens=limits.tokens, cost=limits.cost, window_s=limits.window_s)
+        return found
 
     def builtin(self, name: str) -> SpecPolicy:
         """The built-in policy ``name``, made once and shared by every run that names it
@@ -209,14 +254,19 @@ class Dispatcher:
         trace: TraceWriter,
         tiers: RunTiers | None = None,
         policy: SpecPolicy | None = None,
+        shared: SharedBudget | None = None,
     ) -> TaskRun:
         """One run, admission already settled; ``tiers`` replace the server's own for this run
         (a LemonRun's); the spec is the request's, else ``policy``'s (the run's, resolved by
-        the caller), else the template variant's it asked for, else the default policy's."""
+        the caller), else the template variant's it asked for, else the default policy's. The
+        run is held to its budget and to ``shared`` (its namespace's), if any; a spec over its
+        budget raises :class:`lemon.budget.BudgetRefused` before anything runs."""
         options = ExecutionOptions(
             decoding=Decoding(max_tokens=request.max_tokens, seed=request.seed),
             deadline_s=deadline_s,
             max_attempts=self.limits.max_attempts,
+            budget=request.budget,
+            shared_budget=shared,
         )
         result = await run_task(
             request.task,
@@ -226,6 +276,7 @@ class Dispatcher:
             options=options,
             trace=trace,
             policy=self._writer(request, policy),
+            budget_fallback=request.budget_fallback,
         )
         self.stats.record(result)
         return result

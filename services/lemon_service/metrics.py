@@ -10,7 +10,11 @@ with a server span, under which the run's spans hang. The dispatcher's own figur
 scrape time: ``lemon_service_runs_in_flight`` (running), ``lemon_service_runs_waiting``
 (admitted, waiting for a slot), ``lemon_service_runs_total`` (by status),
 ``lemon_service_tokens_total`` (by tier and kind, model calls actually made) and
-``lemon_service_admission_refusals_total`` (runs refused because the server was full).
+``lemon_service_admission_refusals_total`` (runs refused because the server was full); and
+per namespace budget (label ``budget``, e.g. ``LemonBudget team/tenant-a``) its current window's
+``lemon_service_namespace_budget_spent_tokens``, ``..._spent_cost``,
+``..._remaining_tokens``, ``..._remaining_cost`` (for the fields it limits) and
+``..._stopped_runs``.
 """
 
 from __future__ import annotations
@@ -79,6 +83,33 @@ class _RunCollector(Collector):
         for (tier, kind), count in sorted(stats.tokens.items()):
             tokens.add_metric([tier, kind], count)
         yield tokens
+        yield from _budget_metrics(self.dispatcher)
+
+
+def _budget_metrics(dispatcher: Dispatcher) -> Iterable[Metric]:
+    """Each namespace budget's current window: spent, remaining, runs it stopped."""
+    prefix = "lemon_service_namespace_budget"
+    family = {
+        "spent_tokens": "Worker tokens spent in the budget's current window.",
+        "spent_cost": "Tier-priced tokens spent in the budget's current window.",
+        "remaining_tokens": "Worker tokens left in the window (budgets that limit tokens).",
+        "remaining_cost": "Tier-priced tokens left in the window (budgets that limit cost).",
+        "stopped_runs": "Runs the budget stopped or cut in the window.",
+    }
+    metrics = {
+        name: GaugeMetricFamily(f"{prefix}_{name}", text, labels=["budget"])
+        for name, text in family.items()
+    }
+    for name, shared in sorted(dispatcher.shared_budgets.items()):
+        tokens, cost = shared.remaining()  # rolls a finished window first
+        metrics["spent_tokens"].add_metric([name], shared.spent_tokens)
+        metrics["spent_cost"].add_metric([name], shared.spent_cost)
+        if tokens is not None:
+            metrics["remaining_tokens"].add_metric([name], tokens)
+        if cost is not None:
+            metrics["remaining_cost"].add_metric([name], cost)
+        metrics["stopped_runs"].add_metric([name], shared.stopped)
+    yield from metrics.values()
 
 
 class ServiceMetrics:

@@ -37,13 +37,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from lemon.budget import BudgetRefused
 from lemon.engine.results import FailureKind, RunResult, RunStatus
 from lemon.events import Event, TraceTruncated, TraceWriter, encode_event
 from lemon.orchestration import TaskRun
 from lemon.policy.defaults import ChosenPolicy, SpecChoice
 from lemon.policy.inference import SpecPolicy
 from lemon.spec.models import Capacity
-from lemon_service.dispatch import Dispatcher, RunRequest, Ticket
+from lemon_service.dispatch import Dispatcher, RunRequest, SharedLimits, Ticket
 from lemon_service.endpoints import Endpoint, EndpointPool, run_policy
 from lemon_service.run_journal import JournalEntry, JournalError, RunJournal
 from lemon_service.status_codes import (
@@ -106,6 +107,8 @@ class Submission:
     deadline_s: float = 0.0
     wire: bytes = b""
     """The request's wire bytes (the journal keeps them, to start a queued run after a restart)."""
+    shared: SharedLimits | None = None
+    """The namespace's budget the run draws from with the other runs naming it."""
 
 
 INTERRUPTED = (
@@ -136,6 +139,8 @@ class RunRecord:
     """A run read back from the journal: its trace's JSONL lines, as bounded when it finished."""
     on_finish: Callable[[RunRecord], None] | None = None
     """Called once the run finished (the store's expiry queue)."""
+    refusal: BudgetRefused | None = None
+    """A run refused before it ran: its spec's estimate exceeds its budget."""
 
     def finish(
         self, phase: ServiceRunPhase, *, error: str = "", failure: FailureKind | None = None
@@ -376,6 +381,8 @@ class RunStore:
         except Exception as exc:
             ticket.close()
             code, message = status_for(exc)
+            if isinstance(exc, BudgetRefused):
+                record.refusal = exc
             record.finish(
                 ServiceRunPhase.FAILED,
                 error=f"{code.name}: {message}",
@@ -391,12 +398,16 @@ class RunStore:
         named = None
         if submission.builtin is not None:
             named = self.dispatcher.builtin(submission.builtin)
+        shared = None
+        if submission.shared is not None:
+            shared = self.dispatcher.shared_budget(submission.shared)
         if not submission.tiers and submission.policy is None:
             return await self.dispatcher.execute(
                 submission.request,
                 deadline_s=deadline,
                 trace=record.trace,
                 policy=self._chosen(submission, named),
+                shared=shared,
             )
         async with self.pool.lease(submission.tiers, policy=submission.policy) as (tiers, writer):
             policy = named
@@ -409,6 +420,7 @@ class RunStore:
                 trace=record.trace,
                 tiers=tiers if submission.tiers else None,
                 policy=policy,
+                shared=shared,
             )
 
     @staticmethod

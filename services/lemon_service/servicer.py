@@ -153,6 +153,15 @@ class OrchestratorServicer(pb_grpc.OrchestratorServicer):
         trace_bytes = request.max_trace_bytes if request.include_trace else None
         return convert.run_state(record, trace_bytes=trace_bytes)
 
+    async def SyncNamespaceBudget(
+        self, request: pb.NamespaceBudget, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.NamespaceBudgetState:
+        try:
+            shared = self.dispatcher.shared_budget(convert.shared_limits(request))
+        except Exception as exc:
+            await _abort(context, exc)
+        return convert.namespace_budget_state(shared)
+
     async def CancelRun(
         self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RunState:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import grpc
 
 from lemon.backends.base import BackendError
+from lemon.budget import BudgetError, BudgetRefused
 from lemon.engine.results import FailureKind, RunResult, RunStatus
 from lemon.spec.issues import SpecError
 
@@ -66,6 +67,8 @@ class JournalUnavailable(ServiceError):
 
 STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (SpecError, grpc.StatusCode.INVALID_ARGUMENT),
+    (BudgetError, grpc.StatusCode.INVALID_ARGUMENT),
+    (BudgetRefused, grpc.StatusCode.FAILED_PRECONDITION),
     (BadRequest, grpc.StatusCode.INVALID_ARGUMENT),
     (LimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (TierUnavailable, grpc.StatusCode.UNAVAILABLE),
@@ -86,6 +89,8 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
                 return code, f"invalid spec:\n{exc.render()}"
             if isinstance(exc, BackendError):
                 return code, f"backend unavailable: {exc.reason}"
+            if isinstance(exc, BudgetRefused):
+                return code, f"refused: {exc.reason}"
             return code, str(exc) or kind.__name__
     return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}): {exc}"
 
@@ -113,6 +118,7 @@ def run_failure(result: RunResult) -> ServiceError | None:
 
 _EXCEPTION_FAILURES: tuple[tuple[type[BaseException], FailureKind], ...] = (
     (SpecError, FailureKind.INVALID_SPEC),
+    (BudgetRefused, FailureKind.BUDGET_EXCEEDED),
     (TierUnavailable, FailureKind.TIER_UNAVAILABLE),
     (BackendError, FailureKind.TIER_UNAVAILABLE),
     (RunDeadline, FailureKind.DEADLINE),

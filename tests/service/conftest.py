@@ -121,7 +121,14 @@ def _healthy(url: str, process: subprocess.Popen[str]) -> bool:
 class OpenAIServer:
     """tests/service/openai_server.py as a subprocess; ``events()`` reads its call log."""
 
-    def __init__(self, log_dir: Path, *, latency: float, answer: str | None = None) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        *,
+        latency: float,
+        answer: str | None = None,
+        ignore_max_tokens: bool = False,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log_dir / f"openai-{self.port}.log"
@@ -131,6 +138,7 @@ class OpenAIServer:
                 *(sys.executable, "-m", "tests.service.openai_server", "--port", str(self.port)),
                 *("--latency", str(latency), "--log", str(self.log)),
                 *(("--answer", answer) if answer is not None else ()),
+                *(("--ignore-max-tokens",) if ignore_max_tokens else ()),
             ],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,

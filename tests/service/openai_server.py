@@ -4,7 +4,9 @@ subprocess by the service tests: ``python -m tests.service.openai_server --port 
 
 It answers ``/v1/chat/completions`` (and ``/openai/v1/chat/completions``, KServe's path) after
 ``--latency`` seconds with ``--answer`` and appends one line per event to ``--log`` (``start N``,
-``answered N``, ``disconnected N``, and ``traceparent VALUE N`` when the call carried one): the
+``answered N``, ``disconnected N``, ``usage PROMPT COMPLETION N`` (the tokens it reported, so
+a test can count at the tier what was spent), and ``traceparent VALUE N`` when the call carried
+one): the
 tests read it to see that a cancelled gRPC call really drops the server's in-flight HTTP calls
 and starts no new ones, and that traces reach the tier. With ``--log-calls`` it also writes
 ``call RUN DIGEST N``: the ``[run NAME]`` tag the prompt carries (``-`` if none) and a digest
@@ -27,7 +29,14 @@ Scope = dict[str, Any]
 _RUN_TAG = re.compile(r"\[run ([\w.:-]+)\]")
 
 
-def make_app(*, latency: float, log: Path, answer: str, log_calls: bool = False) -> Any:
+def make_app(
+    *,
+    latency: float,
+    log: Path,
+    answer: str,
+    log_calls: bool = False,
+    ignore_max_tokens: bool = False,
+) -> Any:
     counter = 0
 
     def note(event: str, number: int) -> None:
@@ -80,17 +89,20 @@ def make_app(*, latency: float, log: Path, answer: str, log_calls: bool = False)
             return
         gone.cancel()
         prompt = " ".join(m["content"] for m in request["messages"])
+        # tokens are whitespace words; max_tokens is honoured, as a real server does
+        words, finish = answer.split(), "stop"
+        limit = None if ignore_max_tokens else request.get("max_tokens")
+        text = answer
+        if isinstance(limit, int) and len(words) > limit:
+            words, finish = words[:limit], "length"
+            text = " ".join(words)
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(words)}
         await send_json(
             send,
             200,
-            {
-                "choices": [{"message": {"content": answer}, "finish_reason": "stop"}],
-                "usage": {
-                    "prompt_tokens": len(prompt.split()),
-                    "completion_tokens": len(answer.split()),
-                },
-            },
+            {"choices": [{"message": {"content": text}, "finish_reason": finish}], "usage": usage},
         )
+        note(f"usage {usage['prompt_tokens']} {usage['completion_tokens']}", number)
         note("answered", number)
 
     return app
@@ -105,8 +117,17 @@ def main() -> None:
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--answer", default="The answer is 42.")
     parser.add_argument("--log-calls", action="store_true", help="log each call's run and digest")
+    parser.add_argument(
+        "--ignore-max-tokens", action="store_true", help="answer whole, past max_tokens"
+    )
     args = parser.parse_args()
-    app = make_app(latency=args.latency, log=args.log, answer=args.answer, log_calls=args.log_calls)
+    app = make_app(
+        latency=args.latency,
+        log=args.log,
+        answer=args.answer,
+        log_calls=args.log_calls,
+        ignore_max_tokens=args.ignore_max_tokens,
+    )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on")
 
 

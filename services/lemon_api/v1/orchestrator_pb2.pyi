@@ -7,6 +7,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class BudgetStop(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BUDGET_STOP_UNSPECIFIED: _ClassVar[BudgetStop]
+    BUDGET_STOP_RUN: _ClassVar[BudgetStop]
+    BUDGET_STOP_NAMESPACE: _ClassVar[BudgetStop]
+    BUDGET_STOP_REFUSED: _ClassVar[BudgetStop]
+
 class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FAILURE_KIND_UNSPECIFIED: _ClassVar[FailureKind]
@@ -27,6 +34,10 @@ class SpecChoice(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SPEC_CHOICE_POLICY: _ClassVar[SpecChoice]
     SPEC_CHOICE_DEFAULT_POLICY: _ClassVar[SpecChoice]
     SPEC_CHOICE_BUILTIN_DEFAULT: _ClassVar[SpecChoice]
+BUDGET_STOP_UNSPECIFIED: BudgetStop
+BUDGET_STOP_RUN: BudgetStop
+BUDGET_STOP_NAMESPACE: BudgetStop
+BUDGET_STOP_REFUSED: BudgetStop
 FAILURE_KIND_UNSPECIFIED: FailureKind
 FAILURE_KIND_DEADLINE: FailureKind
 FAILURE_KIND_TIER_UNAVAILABLE: FailureKind
@@ -43,15 +54,87 @@ SPEC_CHOICE_POLICY: SpecChoice
 SPEC_CHOICE_DEFAULT_POLICY: SpecChoice
 SPEC_CHOICE_BUILTIN_DEFAULT: SpecChoice
 
+class Budget(_message.Message):
+    __slots__ = ("tokens", "cost", "wall_s")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    WALL_S_FIELD_NUMBER: _ClassVar[int]
+    tokens: int
+    cost: float
+    wall_s: float
+    def __init__(self, tokens: _Optional[int] = ..., cost: _Optional[float] = ..., wall_s: _Optional[float] = ...) -> None: ...
+
+class BudgetReport(_message.Message):
+    __slots__ = ("limits", "spent_tokens", "spent_cost", "spent_wall_s", "reason", "stop", "estimate", "replaced", "namespace_budget")
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    SPENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SPENT_COST_FIELD_NUMBER: _ClassVar[int]
+    SPENT_WALL_S_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    limits: Budget
+    spent_tokens: int
+    spent_cost: float
+    spent_wall_s: float
+    reason: str
+    stop: BudgetStop
+    estimate: str
+    replaced: str
+    namespace_budget: str
+    def __init__(self, limits: _Optional[_Union[Budget, _Mapping]] = ..., spent_tokens: _Optional[int] = ..., spent_cost: _Optional[float] = ..., spent_wall_s: _Optional[float] = ..., reason: _Optional[str] = ..., stop: _Optional[_Union[BudgetStop, str]] = ..., estimate: _Optional[str] = ..., replaced: _Optional[str] = ..., namespace_budget: _Optional[str] = ...) -> None: ...
+
+class NamespaceBudget(_message.Message):
+    __slots__ = ("name", "tokens", "cost", "window_s")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tokens: int
+    cost: float
+    window_s: float
+    def __init__(self, name: _Optional[str] = ..., tokens: _Optional[int] = ..., cost: _Optional[float] = ..., window_s: _Optional[float] = ...) -> None: ...
+
+class NamespaceBudgetState(_message.Message):
+    __slots__ = ("name", "limits", "window_start", "spent_tokens", "spent_cost", "remaining_tokens", "remaining_cost", "held_tokens", "runs", "stopped")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    SPENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SPENT_COST_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_COST_FIELD_NUMBER: _ClassVar[int]
+    HELD_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    limits: NamespaceBudget
+    window_start: float
+    spent_tokens: int
+    spent_cost: float
+    remaining_tokens: int
+    remaining_cost: float
+    held_tokens: int
+    runs: int
+    stopped: int
+    def __init__(self, name: _Optional[str] = ..., limits: _Optional[_Union[NamespaceBudget, _Mapping]] = ..., window_start: _Optional[float] = ..., spent_tokens: _Optional[int] = ..., spent_cost: _Optional[float] = ..., remaining_tokens: _Optional[int] = ..., remaining_cost: _Optional[float] = ..., held_tokens: _Optional[int] = ..., runs: _Optional[int] = ..., stopped: _Optional[int] = ...) -> None: ...
+
 class RunOptions(_message.Message):
-    __slots__ = ("max_tokens", "seed", "template")
+    __slots__ = ("max_tokens", "seed", "template", "budget", "budget_fallback")
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FALLBACK_FIELD_NUMBER: _ClassVar[int]
     max_tokens: int
     seed: int
     template: str
-    def __init__(self, max_tokens: _Optional[int] = ..., seed: _Optional[int] = ..., template: _Optional[str] = ...) -> None: ...
+    budget: Budget
+    budget_fallback: bool
+    def __init__(self, max_tokens: _Optional[int] = ..., seed: _Optional[int] = ..., template: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., budget_fallback: _Optional[bool] = ...) -> None: ...
 
 class OrchestrateRequest(_message.Message):
     __slots__ = ("task", "options", "request_id")
@@ -152,7 +235,7 @@ class AgentReport(_message.Message):
     def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., capacity: _Optional[str] = ..., model: _Optional[str] = ..., status: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_s: _Optional[float] = ..., attempts: _Optional[int] = ..., reused: _Optional[bool] = ..., error: _Optional[str] = ..., output: _Optional[str] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class RunResponse(_message.Message):
-    __slots__ = ("request_id", "status", "answer", "spec", "spec_origin", "agents", "tokens", "wall_s", "error", "profile", "profile_note", "critical_path", "calls", "failure", "spec_choice", "cost", "cost_unit")
+    __slots__ = ("request_id", "status", "answer", "spec", "spec_origin", "agents", "tokens", "wall_s", "error", "profile", "profile_note", "critical_path", "calls", "failure", "spec_choice", "cost", "cost_unit", "budget")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +253,7 @@ class RunResponse(_message.Message):
     SPEC_CHOICE_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
     COST_UNIT_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     status: str
     answer: str
@@ -187,7 +271,8 @@ class RunResponse(_message.Message):
     spec_choice: SpecChoice
     cost: float
     cost_unit: str
-    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[str] = ..., answer: _Optional[str] = ..., spec: _Optional[str] = ..., spec_origin: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ..., tokens: _Optional[_Union[Tokens, _Mapping]] = ..., wall_s: _Optional[float] = ..., error: _Optional[str] = ..., profile: _Optional[str] = ..., profile_note: _Optional[str] = ..., critical_path: _Optional[_Iterable[str]] = ..., calls: _Optional[int] = ..., failure: _Optional[_Union[FailureKind, str]] = ..., spec_choice: _Optional[_Union[SpecChoice, str]] = ..., cost: _Optional[float] = ..., cost_unit: _Optional[str] = ...) -> None: ...
+    budget: BudgetReport
+    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[str] = ..., answer: _Optional[str] = ..., spec: _Optional[str] = ..., spec_origin: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentReport, _Mapping]]] = ..., tokens: _Optional[_Union[Tokens, _Mapping]] = ..., wall_s: _Optional[float] = ..., error: _Optional[str] = ..., profile: _Optional[str] = ..., profile_note: _Optional[str] = ..., critical_path: _Optional[_Iterable[str]] = ..., calls: _Optional[int] = ..., failure: _Optional[_Union[FailureKind, str]] = ..., spec_choice: _Optional[_Union[SpecChoice, str]] = ..., cost: _Optional[float] = ..., cost_unit: _Optional[str] = ..., budget: _Optional[_Union[BudgetReport, _Mapping]] = ...) -> None: ...
 
 class SpecReady(_message.Message):
     __slots__ = ("origin", "output", "levels")
@@ -296,7 +381,7 @@ class PolicyEndpoint(_message.Message):
     def __init__(self, url: _Optional[str] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class SubmitRunRequest(_message.Message):
-    __slots__ = ("run_id", "task", "spec", "policy", "builtin_policy", "default_policy", "options", "tiers", "deadline_s", "source", "wait_s", "include_trace", "max_trace_bytes")
+    __slots__ = ("run_id", "task", "spec", "policy", "builtin_policy", "default_policy", "options", "tiers", "deadline_s", "source", "wait_s", "include_trace", "max_trace_bytes", "namespace_budget")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -310,6 +395,7 @@ class SubmitRunRequest(_message.Message):
     WAIT_S_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_TRACE_FIELD_NUMBER: _ClassVar[int]
     MAX_TRACE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_BUDGET_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     task: str
     spec: str
@@ -323,7 +409,8 @@ class SubmitRunRequest(_message.Message):
     wait_s: float
     include_trace: bool
     max_trace_bytes: int
-    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., spec: _Optional[str] = ..., policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ..., builtin_policy: _Optional[_Union[BuiltinPolicy, _Mapping]] = ..., default_policy: _Optional[bool] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ..., deadline_s: _Optional[float] = ..., source: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ...) -> None: ...
+    namespace_budget: NamespaceBudget
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., spec: _Optional[str] = ..., policy: _Optional[_Union[PolicyEndpoint, _Mapping]] = ..., builtin_policy: _Optional[_Union[BuiltinPolicy, _Mapping]] = ..., default_policy: _Optional[bool] = ..., options: _Optional[_Union[RunOptions, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[TierEndpoint, _Mapping]]] = ..., deadline_s: _Optional[float] = ..., source: _Optional[str] = ..., wait_s: _Optional[float] = ..., include_trace: _Optional[bool] = ..., max_trace_bytes: _Optional[int] = ..., namespace_budget: _Optional[_Union[NamespaceBudget, _Mapping]] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id", "wait_s", "include_trace", "max_trace_bytes")
@@ -344,7 +431,7 @@ class CancelRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class RunState(_message.Message):
-    __slots__ = ("run_id", "phase", "created", "result", "error", "trace", "age_s", "failure")
+    __slots__ = ("run_id", "phase", "created", "result", "error", "trace", "age_s", "failure", "budget")
     class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         PHASE_UNSPECIFIED: _ClassVar[RunState.Phase]
@@ -367,6 +454,7 @@ class RunState(_message.Message):
     TRACE_FIELD_NUMBER: _ClassVar[int]
     AGE_S_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     phase: RunState.Phase
     created: bool
@@ -375,4 +463,5 @@ class RunState(_message.Message):
     trace: _containers.RepeatedScalarFieldContainer[str]
     age_s: float
     failure: FailureKind
-    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[_Union[RunState.Phase, str]] = ..., created: _Optional[bool] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ..., error: _Optional[str] = ..., trace: _Optional[_Iterable[str]] = ..., age_s: _Optional[float] = ..., failure: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
+    budget: BudgetReport
+    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[_Union[RunState.Phase, str]] = ..., created: _Optional[bool] = ..., result: _Optional[_Union[RunResponse, _Mapping]] = ..., error: _Optional[str] = ..., trace: _Optional[_Iterable[str]] = ..., age_s: _Optional[float] = ..., failure: _Optional[_Union[FailureKind, str]] = ..., budget: _Optional[_Union[BudgetReport, _Mapping]] = ...) -> None: ...

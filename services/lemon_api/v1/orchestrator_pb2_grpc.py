@@ -69,6 +69,11 @@ class OrchestratorStub:
                 request_serializer=lemon_dot_v1_dot_orchestrator__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
                 _registered_method=True)
+        self.SyncNamespaceBudget = channel.unary_unary(
+                '/lemon.v1.Orchestrator/SyncNamespaceBudget',
+                request_serializer=lemon_dot_v1_dot_orchestrator__pb2.NamespaceBudget.SerializeToString,
+                response_deserializer=lemon_dot_v1_dot_orchestrator__pb2.NamespaceBudgetState.FromString,
+                _registered_method=True)
 
 
 class OrchestratorServicer:
@@ -125,6 +130,16 @@ class OrchestratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SyncNamespaceBudget(self, request, context):
+        """A namespace's budget (the operator's LemonBudget): declare or update its limits, and read
+        what the current window spent and has left. Runs submitted with the same
+        namespace_budget.name draw from it together (never past it); it lives in the server's
+        memory (a restarted server starts the window afresh).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -162,6 +177,11 @@ def add_OrchestratorServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=lemon_dot_v1_dot_orchestrator__pb2.CancelRunRequest.FromString,
                     response_serializer=lemon_dot_v1_dot_orchestrator__pb2.RunState.SerializeToString,
+            ),
+            'SyncNamespaceBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncNamespaceBudget,
+                    request_deserializer=lemon_dot_v1_dot_orchestrator__pb2.NamespaceBudget.FromString,
+                    response_serializer=lemon_dot_v1_dot_orchestrator__pb2.NamespaceBudgetState.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -353,6 +373,33 @@ class Orchestrator:
             '/lemon.v1.Orchestrator/CancelRun',
             lemon_dot_v1_dot_orchestrator__pb2.CancelRunRequest.SerializeToString,
             lemon_dot_v1_dot_orchestrator__pb2.RunState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncNamespaceBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lemon.v1.Orchestrator/SyncNamespaceBudget',
+            lemon_dot_v1_dot_orchestrator__pb2.NamespaceBudget.SerializeToString,
+            lemon_dot_v1_dot_orchestrator__pb2.NamespaceBudgetState.FromString,
             options,
             channel_credentials,
             insecure,
