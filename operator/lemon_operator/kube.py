@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from lemon.resources.crds import GROUP, PLURALS, VERSION
 
 __all__ = [
+    "BUDGETS",
     "FIELD_MANAGER",
     "ISVC",
     "POLICIES",
@@ -65,6 +66,7 @@ PROFILES = _lemon("LemonCapacityProfile")
 TRAININGS = _lemon("LemonTraining")
 POLICIES = _lemon("LemonPolicy")
 RUNS = _lemon("LemonRun")
+BUDGETS = _lemon("LemonBudget")
 ISVC = Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 

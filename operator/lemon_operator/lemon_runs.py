@@ -21,7 +21,8 @@ with reason ``ServiceLostRun`` and is never submitted again.
 Pending, with the reason in ``status.message`` and the conditions: ``NoService``,
 ``SpecNotFound``, ``SpecInvalid`` (a referenced LemonSpec; an invalid inline spec fails at
 once), ``PolicyNotFound``, ``PolicyNotReady``, ``ProfileNotFound``, ``ProfileInvalid``,
-``TiersNotReady``, ``ServiceUnavailable``. Each is checked again about every second (backing off
+``TiersNotReady``, ``ServiceUnavailable``, ``NamespaceBudgetAmbiguous`` (two LemonBudgets),
+``NamespaceBudgetInvalid``. Each is checked again about every second (backing off
 to ten), so the run starts soon after what it waits for is there. A spec on a tier its profile
 does not have fails at once (``TierNotInProfile``): a tier a profile does not serve is never
 waited for (:mod:`lemon_operator.run_plans`).
@@ -49,6 +50,7 @@ from lemon_operator.run_plans import (
     Refused,
     Waiting,
     default_policy,
+    namespace_budget,
     plan_run,
     referenced,
     task_only,
@@ -158,7 +160,13 @@ class RunDriver:
             if isinstance(chosen, Waiting):
                 return chosen
             default = chosen
-        return plan_run(self.body, source=source, profile_of=self.profile_of, default=default)
+        budgets = await _blocking(self.client.list, kube.BUDGETS, namespace=self.namespace)
+        shared = namespace_budget(list(budgets))
+        if isinstance(shared, Waiting):
+            return shared
+        return plan_run(
+            self.body, source=source, profile_of=self.profile_of, default=default, shared=shared
+        )
 
     async def _start(self, service: Service) -> None:
         delay = POLL_S

@@ -1,7 +1,7 @@
 """The kopf wiring: every decorator lives here; each unpacks kopf's arguments once and calls a
 typed handler in :mod:`lemon_operator.specs`, :mod:`~lemon_operator.capacity_profiles`,
-:mod:`~lemon_operator.trainings`, :mod:`~lemon_operator.policies` or
-:mod:`~lemon_operator.lemon_runs`.
+:mod:`~lemon_operator.trainings`, :mod:`~lemon_operator.policies`,
+:mod:`~lemon_operator.lemon_runs` or :mod:`~lemon_operator.lemon_budgets`.
 
 Run: ``lemon-operator`` (all namespaces) or ``kopf run -m lemon_operator.main -A --standalone``.
 """
@@ -22,6 +22,7 @@ from lemon.spec import Capacity
 from lemon_operator import (
     capacity_profiles,
     kube,
+    lemon_budgets,
     lemon_runs,
     manifests,
     metrics,
@@ -47,6 +48,7 @@ TRAINING = _watched(kube.TRAININGS)
 POLICY = _watched(kube.POLICIES)
 PYTORCHJOB = _watched(kube.PYTORCHJOBS)
 RUN = _watched(kube.RUNS)
+BUDGET = _watched(kube.BUDGETS)
 MANAGED = {"app.kubernetes.io/managed-by": manifests.MANAGED_BY}
 BACKOFF = 2.0
 
@@ -281,6 +283,20 @@ async def _run_deleted(*, namespace: str, name: str, uid: str, status: dict[str,
     await lemon_runs.delete_run(
         _client(), _service(), namespace=namespace, name=name, uid=uid, status=status
     )
+
+
+@kopf.timer(*BUDGET, interval=lemon_budgets.SYNC_S, backoff=BACKOFF)
+@metrics.reconciled("LemonBudget")
+async def budget_sync(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> None:
+    """A namespace's budget: told to the service, its window read back into status."""
+    _named(namespace, name)
+    await lemon_budgets.sync_budget(_client(), _service(), body=copy.deepcopy(dict(body)))
+
+
+@kopf.on.delete(*BUDGET, optional=True)
+def budget_deleted(namespace: str | None, name: str | None, **_: Any) -> None:
+    namespace, name = _named(namespace, name)
+    lemon_budgets.budget_deleted(namespace=namespace, name=name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,10 @@
   and ``lemon_operator_specs_watched{namespace}``: all LemonSpecs seen;
 - ``lemon_operator_inference_services{namespace, owner, ready}``: the InferenceServices the
   operator manages, by the kind that owns them (``LemonCapacityProfile``, ``LemonPolicy``) and
-  readiness.
+  readiness;
+- ``lemon_operator_namespace_budget_spent_tokens{namespace, name}`` and ``..._spent_cost``,
+  ``..._remaining_tokens``, ``..._remaining_cost`` (the fields the LemonBudget limits): each
+  LemonBudget's current window, as the orchestration service last reported it.
 
 The gauges come from the watch events kopf already receives: no extra call to the API server.
 """
@@ -39,6 +42,7 @@ __all__ = [
     "PORT_ENV",
     "REGISTRY",
     "ReconciledKind",
+    "observe_budget",
     "observe_inference_service",
     "observe_spec",
     "reconciled",
@@ -54,6 +58,7 @@ ReconciledKind = Literal[
     "LemonTraining",
     "LemonPolicy",
     "LemonRun",
+    "LemonBudget",
     "PyTorchJob",
     "InferenceService",
 ]
@@ -85,6 +90,7 @@ class _Watched(Collector):
         self.lock = threading.Lock()
         self.specs: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
         self.isvcs: dict[tuple[str, str], tuple[Owner, bool]] = {}
+        self.budgets: dict[tuple[str, str], dict[str, float]] = {}
 
     def collect(self) -> Iterable[Metric]:
         with self.lock:
@@ -93,6 +99,7 @@ class _Watched(Collector):
             )
             watched = Tally(namespace for namespace, _ in self.specs)
             isvcs = Tally((namespace, *state) for (namespace, _), state in self.isvcs.items())
+            budgets = {key: dict(figures) for key, figures in self.budgets.items()}
         specs = GaugeMetricFamily(
             "lemon_operator_specs",
             "LemonSpecs by namespace, condition and the condition's status.",
@@ -117,6 +124,22 @@ class _Watched(Collector):
         for (namespace, owner, ready), count in sorted(isvcs.items()):
             services.add_metric([namespace, owner, str(ready).lower()], count)
         yield services
+        for figure, text in _BUDGET_FIGURES.items():
+            family = GaugeMetricFamily(
+                f"lemon_operator_namespace_budget_{figure}", text, labels=["namespace", "name"]
+            )
+            for (namespace, name), figures in sorted(budgets.items()):
+                if figure in figures:
+                    family.add_metric([namespace, name], figures[figure])
+            yield family
+
+
+_BUDGET_FIGURES = {
+    "spent_tokens": "Worker tokens a LemonBudget's current window spent.",
+    "spent_cost": "Tier-priced tokens a LemonBudget's current window spent.",
+    "remaining_tokens": "Worker tokens a LemonBudget's current window has left.",
+    "remaining_cost": "Tier-priced tokens a LemonBudget's current window has left.",
+}
 
 
 _WATCHED = _Watched()
@@ -194,6 +217,15 @@ def observe_inference_service(
 
 
 _servers: list[Any] = []
+
+
+def observe_budget(*, namespace: str, name: str, figures: Mapping[str, float] | None) -> None:
+    """Record a LemonBudget's window as the service last reported it (None: deleted)."""
+    with _WATCHED.lock:
+        if figures is None:
+            _WATCHED.budgets.pop((namespace, name), None)
+        else:
+            _WATCHED.budgets[namespace, name] = dict(figures)
 
 
 def serve(*, port: int, host: str = "0.0.0.0") -> int:

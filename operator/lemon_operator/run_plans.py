@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from lemon.pricing import TierPrices
 from lemon.resources import CapacityProfileSpec, TierStatus
+from lemon.resources.lemon_budget import LemonBudgetSpec, shared_budget_name
 from lemon.resources.lemon_policy import PolicySpec
 from lemon.resources.lemon_run import (
     KSERVE_OPENAI_PATH,
@@ -36,13 +37,14 @@ from lemon.resources.lemon_run import (
 )
 from lemon.spec import Capacity, SpecError, parse_spec
 from lemon_operator import locking, manifests, specs
-from lemon_operator.run_results import PolicyTarget, RunOrder
+from lemon_operator.run_results import NamespaceLimits, PolicyTarget, RunOrder
 
 __all__ = [
     "Ready",
     "Refused",
     "Waiting",
     "default_policy",
+    "namespace_budget",
     "plan_run",
     "profile_tiers",
     "referenced",
@@ -109,6 +111,45 @@ def default_policy(policies: list[Body]) -> Body | Waiting | None:
     return found[0] if found else None
 
 
+def namespace_budget(budgets: list[Body]) -> NamespaceLimits | Waiting | None:
+    """The namespace's LemonBudget among ``budgets`` as the service is told it, None when
+    there is none; two or more, or an invalid one, wait (``NamespaceBudgetAmbiguous``,
+    ``NamespaceBudgetInvalid``): a run never goes unbudgeted where a budget was meant."""
+    found = sorted(
+        (b for b in budgets if locking.live(b)), key=lambda b: str(b["metadata"]["name"])
+    )
+    if len(found) > 1:
+        names = ", ".join(str(b["metadata"]["name"]) for b in found)
+        return Waiting(
+            "NamespaceBudgetAmbiguous",
+            f"LemonBudgets {names}: a namespace has at most one; its runs wait",
+        )
+    if not found:
+        return None
+    metadata = found[0]["metadata"]
+    try:
+        spec = LemonBudgetSpec.model_validate(found[0].get("spec") or {})
+    except ValidationError as error:
+        return Waiting(
+            "NamespaceBudgetInvalid",
+            f"LemonBudget {metadata['name']} is invalid: {located(error, prefix='spec')}",
+        )
+    return NamespaceLimits(
+        name=shared_budget_name(str(metadata["namespace"]), str(metadata["name"])),
+        tokens=spec.tokens,
+        cost=spec.cost,
+        window_s=float(spec.window_seconds),
+    )
+
+
+def located(error: ValidationError, *, prefix: str) -> str:
+    """A model's errors, each at its field: ``spec.budget.tokens: Input should be ...``."""
+    return "; ".join(
+        f"{'.'.join([prefix, *(str(part) for part in issue['loc'])])}: {issue['msg']}"
+        for issue in error.errors()
+    )
+
+
 def _errors(error: SpecError) -> str:
     return "; ".join(f"{issue.line}:{issue.column}: {issue.message}" for issue in error.issues)
 
@@ -139,16 +180,17 @@ def plan_run(
     source: Body | None,
     profile_of: Callable[[str], Body | None],
     default: Body | None = None,
+    shared: NamespaceLimits | None = None,
 ) -> Ready | Waiting | Refused:
     """The run's order for the service. ``source`` is the object :func:`referenced` names (None
     when it does not exist or the spec is inline); ``default`` the namespace's default
     LemonPolicy (:func:`default_policy`; read for a task-only run); ``profile_of`` finds a
-    capacity profile."""
+    capacity profile; ``shared`` is the namespace's LemonBudget (:func:`namespace_budget`)."""
     metadata = body["metadata"]
     try:
         run = LemonRunSpec.model_validate(body.get("spec") or {})
     except ValidationError as error:
-        return Refused("Invalid", "; ".join(issue["msg"] for issue in error.errors()))
+        return Refused("Invalid", located(error, prefix="spec"))
     spec = _spec_source(run, metadata=metadata, source=source, default=default)
     if not isinstance(spec, _Source):
         return spec
@@ -166,6 +208,8 @@ def plan_run(
         policy=spec.policy,
         max_tokens=run.max_tokens or 0,
         deadline_s=float(run.deadline_seconds or 0),
+        budget=run.budget,
+        namespace_budget=shared,
     )
     return Ready(order, profile, prices)
 

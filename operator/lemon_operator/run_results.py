@@ -8,7 +8,9 @@ while pending or running; True with the answer; False with the reason). A run th
 failed has a :class:`~lemon.engine.results.FailureKind`, set where it happened and carried by
 the service; :data:`FAILURE_REASONS` is the one table from a kind to the reason
 (``DeadlineExceeded``, ``TierUnavailable``, ``AgentFailed``, ``Cancelled``, ``SpecInvalid``,
-``Interrupted``); a
+``Interrupted``, ``BudgetExceeded``); a run its namespace's LemonBudget stopped is
+``NamespaceBudgetExceeded``, one whose spec's estimate was over its own budget before it ran
+``BudgetRefused`` (the service's BudgetReport says which); a
 run the service failed without a kind is ``ServiceError``. Runs the operator itself fails have
 the reason of what stopped them (``Invalid``, ``SpecInvalid``, ``TierNotInProfile``,
 ``Rejected``, ``ServiceLostRun``).
@@ -25,11 +27,15 @@ from lemon.engine.results import FailureKind
 from lemon.events import TraceTruncated, encode_event
 from lemon.pricing import COST_UNIT, TierPrices
 from lemon.resources import Condition
+from lemon.resources.lemon_budget import BudgetAmounts
 from lemon.resources.lemon_run import (
     MAX_ANSWER_CHARS,
     TERMINAL_PHASES,
+    BudgetStop,
     LemonRunStatus,
     RunAgentStatus,
+    RunBudget,
+    RunBudgetStatus,
     RunPhase,
     RunTokens,
     TierEndpoint,
@@ -42,9 +48,12 @@ __all__ = [
     "MAX_TRACE_BYTES",
     "TRACE_KEY",
     "Failure",
+    "NamespaceLimits",
     "PolicyTarget",
     "RunOrder",
+    "ServiceBudget",
     "ServiceRun",
+    "budget_status",
     "failure_of",
     "finished_status",
     "pending_status",
@@ -89,6 +98,31 @@ class PolicyTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class NamespaceLimits:
+    """The namespace's LemonBudget as the service is told it."""
+
+    name: str
+    """``LemonBudget team/tenant-a`` (:func:`lemon.resources.lemon_budget.shared_budget_name`)."""
+    tokens: int | None
+    cost: float | None
+    window_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceBudget:
+    """A budgeted run's account as the service reported it."""
+
+    limits: RunBudget | None = None
+    spent_tokens: int = 0
+    spent_cost: float = 0.0
+    wall_s: float = 0.0
+    reason: str = ""
+    stopped_by: BudgetStop | None = None
+    estimate: str = ""
+    namespace_budget: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RunOrder:
     """What the operator asks the service to run."""
 
@@ -101,6 +135,10 @@ class RunOrder:
     policy: PolicyTarget | None = None
     max_tokens: int = 0
     deadline_s: float = 0.0
+    budget: RunBudget | None = None
+    """The run's own budget (``spec.budget``)."""
+    namespace_budget: NamespaceLimits | None = None
+    """The namespace's LemonBudget, which every run of the namespace draws from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +160,49 @@ class ServiceRun:
     error: str = ""
     """Why the run failed or was cancelled, in words."""
     trace: tuple[str, ...] = ()
+    budget: ServiceBudget | None = None
+    """A budgeted run's account (None: no budget applied to it)."""
 
     @property
     def finished(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+
+_BUDGET_REASONS: dict[str, str] = {
+    "Namespace": "NamespaceBudgetExceeded",
+    "Refused": "BudgetRefused",
+}
+"""A budget_exceeded run's reason by which budget stopped it (its own: ``BudgetExceeded``)."""
+
+
+def budget_status(budget: ServiceBudget) -> RunBudgetStatus:
+    """A budgeted run's ``status.budget``: the limits, spent (and in one line, for the printer
+    column), what the run's own budget has left, why and which budget stopped it."""
+    limits = budget.limits
+    text = limits.budget().text() if limits is not None else ""
+    if budget.namespace_budget:
+        name = budget.namespace_budget.split(" (", 1)[0]
+        text = f"{text} + {name}" if text else name
+    remaining = None
+    if limits is not None and (limits.tokens is not None or limits.cost is not None):
+        remaining = BudgetAmounts(
+            tokens=None if limits.tokens is None else max(0, limits.tokens - budget.spent_tokens),
+            cost=None
+            if limits.cost is None
+            else round(max(0.0, limits.cost - budget.spent_cost), 3),
+        )
+    return RunBudgetStatus(
+        limits=limits,
+        text=text or None,
+        spent=BudgetAmounts(tokens=budget.spent_tokens, cost=round(budget.spent_cost, 3)),
+        spent_text=f"{budget.spent_tokens} tokens, {budget.spent_cost:.1f} {COST_UNIT}",
+        remaining=remaining,
+        wall_seconds=round(budget.wall_s, 4),
+        reason=budget.reason or None,
+        stopped_by=budget.stopped_by,
+        estimate=budget.estimate or None,
+        namespace_budget=budget.namespace_budget or None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +216,11 @@ def failure_of(run: ServiceRun) -> Failure | None:
     (:data:`FAILURE_REASONS`), ``ServiceError`` when the service gave none."""
     if run.phase is RunPhase.SUCCEEDED:
         return None
+    budget = run.budget
+    if run.failure is FailureKind.BUDGET_EXCEEDED and budget is not None:
+        reason = _BUDGET_REASONS.get(budget.stopped_by or "")
+        if reason is not None:
+            return Failure(reason, run.error or budget.reason)
     if run.failure is None:
         return Failure("ServiceError", run.error or "the service failed the run")
     return Failure(FAILURE_REASONS[run.failure], run.error or f"the run failed ({run.failure})")
@@ -289,6 +371,7 @@ def finished_status(
         cost=run_cost(run.agents, prices=prices) if ran else None,
         cost_unit=COST_UNIT if ran else None,
         wall_seconds=round(run.wall_s, 4) if ran else None,
+        budget=budget_status(run.budget) if run.budget is not None else None,
         trace=trace,
         message=message,
         completion_time=at,

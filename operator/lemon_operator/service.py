@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
 from lemon.engine.results import FailureKind
-from lemon.resources.lemon_run import RunAgentStatus, RunPhase, RunTokens
+from lemon.resources.lemon_run import BudgetStop, RunAgentStatus, RunBudget, RunPhase, RunTokens
 from lemon_api.client import ClientConfig, LemonClient
 from lemon_api.v1 import orchestrator_pb2 as pb
-from lemon_operator.run_results import RunOrder, ServiceRun
+from lemon_operator.run_results import NamespaceLimits, RunOrder, ServiceBudget, ServiceRun
 
-__all__ = ["Lost", "Rejected", "Service", "Unavailable", "client_config"]
+__all__ = ["BudgetWindow", "Lost", "Rejected", "Service", "Unavailable", "client_config"]
 
 _PHASES: dict[int, RunPhase] = {
     pb.RunState.QUEUED: RunPhase.RUNNING,
@@ -108,6 +109,34 @@ def _agent(report: pb.AgentReport) -> RunAgentStatus:
     )
 
 
+_STOPS: dict[int, BudgetStop] = {
+    pb.BUDGET_STOP_RUN: "Run",
+    pb.BUDGET_STOP_NAMESPACE: "Namespace",
+    pb.BUDGET_STOP_REFUSED: "Refused",
+}
+
+
+def _service_budget(report: pb.BudgetReport) -> ServiceBudget:
+    limits = None
+    if report.HasField("limits"):
+        given = report.limits
+        limits = RunBudget(
+            tokens=given.tokens if given.HasField("tokens") else None,
+            cost=given.cost if given.HasField("cost") else None,
+            wall_seconds=given.wall_s if given.HasField("wall_s") else None,
+        )
+    return ServiceBudget(
+        limits=limits,
+        spent_tokens=report.spent_tokens,
+        spent_cost=report.spent_cost,
+        wall_s=report.spent_wall_s,
+        reason=report.reason,
+        stopped_by=_STOPS.get(report.stop),
+        estimate=report.estimate,
+        namespace_budget=report.namespace_budget,
+    )
+
+
 def service_run(state: pb.RunState) -> ServiceRun:
     """The service's answer in the operator's types."""
     failure = _FAILURES.get(state.failure)
@@ -133,6 +162,7 @@ def service_run(state: pb.RunState) -> ServiceRun:
         wall_s=result.wall_s if result is not None else 0.0,
         error=state.error,
         trace=tuple(state.trace),
+        budget=_service_budget(state.budget) if state.HasField("budget") else None,
     )
 
 
@@ -163,7 +193,44 @@ def run_request(order: RunOrder, *, wait_s: float) -> pb.SubmitRunRequest:
         )
     # neither: the service's default policy writes the spec (its own, else LEMON's built-in)
     request.default_policy = order.policy is not None and order.policy.default
+    if order.budget is not None:
+        request.options.budget.CopyFrom(_budget(order.budget))
+    if order.namespace_budget is not None:
+        request.namespace_budget.CopyFrom(namespace_budget(order.namespace_budget))
     return request
+
+
+def _budget(budget: RunBudget) -> pb.Budget:
+    message = pb.Budget()
+    if budget.tokens is not None:
+        message.tokens = budget.tokens
+    if budget.cost is not None:
+        message.cost = budget.cost
+    if budget.wall_seconds is not None:
+        message.wall_s = budget.wall_seconds
+    return message
+
+
+def namespace_budget(limits: NamespaceLimits) -> pb.NamespaceBudget:
+    message = pb.NamespaceBudget(name=limits.name, window_s=limits.window_s)
+    if limits.tokens is not None:
+        message.tokens = limits.tokens
+    if limits.cost is not None:
+        message.cost = limits.cost
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetWindow:
+    """A namespace budget's current window as the service reported it."""
+
+    window_start: float
+    spent_tokens: int
+    spent_cost: float
+    remaining_tokens: int | None
+    remaining_cost: float | None
+    runs: int
+    stopped: int
 
 
 class Service:
@@ -212,6 +279,29 @@ class Service:
     async def cancel(self, run_id: str) -> ServiceRun:
         return await self._call(
             "CancelRun", lambda: self.client.cancel_run(run_id, timeout=CALL_TIMEOUT_S)
+        )
+
+    async def sync_budget(self, limits: NamespaceLimits) -> BudgetWindow:
+        """Tell the service the namespace's budget; what its window spent and has left."""
+        try:
+            state = await self.client.sync_namespace_budget(
+                namespace_budget(limits), timeout=CALL_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError as error:
+            message = (
+                f"SyncNamespaceBudget at {self.target}: {error.code().name}: {error.details()}"
+            )
+            if error.code() in _RETRY:
+                raise Unavailable(message) from None
+            raise Rejected(message) from None
+        return BudgetWindow(
+            window_start=state.window_start,
+            spent_tokens=state.spent_tokens,
+            spent_cost=state.spent_cost,
+            remaining_tokens=state.remaining_tokens if state.HasField("remaining_tokens") else None,
+            remaining_cost=state.remaining_cost if state.HasField("remaining_cost") else None,
+            runs=state.runs,
+            stopped=state.stopped,
         )
 
     async def aclose(self) -> None:

@@ -82,6 +82,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "crds/lemon.ai_lemontrainings.yaml": lambda: crd_yaml("LemonTraining"),
     "crds/lemon.ai_lemonpolicies.yaml": lambda: crd_yaml("LemonPolicy"),
     "crds/lemon.ai_lemonruns.yaml": lambda: crd_yaml("LemonRun"),
+    "crds/lemon.ai_lemonbudgets.yaml": lambda: crd_yaml("LemonBudget"),
     # The gRPC stubs of services/proto/lemon/v1/orchestrator.proto (grpc_tools in a subprocess).
     **{
         f"{STUBS}/{name}": _stub(name)

@@ -27,6 +27,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
+from lemon.budget import Budget
+from lemon.resources.lemon_budget import BudgetAmounts
 from lemon.resources.status import Condition, TierStatus
 from lemon.spec.models import DNS1123_LABEL, AgentName, Capacity, ObjectMeta, Spec
 from lemon.spec.roles import RoleLibrary, default_roles
@@ -37,11 +39,14 @@ __all__ = [
     "MAX_ANSWER_CHARS",
     "RUN_KIND",
     "TERMINAL_PHASES",
+    "BudgetStop",
     "LemonRun",
     "LemonRunSpec",
     "LemonRunStatus",
     "LocalRef",
     "RunAgentStatus",
+    "RunBudget",
+    "RunBudgetStatus",
     "RunPhase",
     "RunTokens",
     "TierEndpoint",
@@ -89,6 +94,77 @@ class LocalRef(_Camel):
     )
 
 
+class RunBudget(_Camel):
+    """A run's own budget (:mod:`lemon.budget`): at least one of the three."""
+
+    tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Worker tokens: prompt + completion of every model call of the run.",
+    )
+    cost: float | None = Field(
+        default=None,
+        gt=0,
+        description="Tier-priced tokens: each worker token times its tier's price relative to "
+        "the medium tier's (the unit of status.cost).",
+    )
+    wall_seconds: float | None = Field(
+        default=None, gt=0, le=86400, description="Seconds of the whole run."
+    )
+
+    @model_validator(mode="after")
+    def _a_limit(self) -> RunBudget:
+        if self.tokens is None and self.cost is None and self.wall_seconds is None:
+            raise ValueError("give at least one of tokens, cost, wallSeconds")
+        return self
+
+    def budget(self) -> Budget:
+        """As the core's :class:`lemon.budget.Budget` (named ``spec.budget`` in messages)."""
+        return Budget(
+            tokens=self.tokens, cost=self.cost, wall_s=self.wall_seconds, source="spec.budget"
+        )
+
+
+BudgetStop = Literal["Run", "Namespace", "Refused"]
+
+
+class RunBudgetStatus(_Camel):
+    """A budgeted run's account: its budget, what it spent, what is left, why it stopped."""
+
+    limits: RunBudget | None = Field(
+        default=None, description="The run's own budget (spec.budget), when it has one."
+    )
+    text: str | None = Field(
+        default=None,
+        description="The budget in one line (printer column), e.g. 'tokens=2000,cost=800' and "
+        "the namespace's LemonBudget, if any.",
+    )
+    spent: BudgetAmounts | None = Field(
+        default=None, description="Worker tokens and tier-priced tokens the run spent."
+    )
+    spent_text: str | None = Field(
+        default=None, description="What was spent in one line (printer column)."
+    )
+    remaining: BudgetAmounts | None = Field(
+        default=None, description="What the run's own budget has left (its limits minus spent)."
+    )
+    wall_seconds: float | None = Field(default=None, ge=0, description="Seconds it ran.")
+    reason: str | None = Field(
+        default=None, description="Why a budget stopped the run or an agent, when one did."
+    )
+    stopped_by: BudgetStop | None = Field(
+        default=None,
+        description="Which budget stopped it: Run (its own), Namespace (the LemonBudget), "
+        "Refused (its spec's estimate was over its budget before it ran).",
+    )
+    estimate: str | None = Field(
+        default=None, description="The estimate checked before the run, in words."
+    )
+    namespace_budget: str | None = Field(
+        default=None, description="The namespace's LemonBudget the run drew from, in words."
+    )
+
+
 class LemonRunSpec(_Camel):
     """The ``spec`` of a ``LemonRun`` (immutable once created)."""
 
@@ -125,6 +201,13 @@ class LemonRunSpec(_Camel):
         ge=1,
         le=65536,
         description="Most completion tokens per agent; absent: the service's default.",
+    )
+    budget: RunBudget | None = Field(
+        default=None,
+        description="The run's own budget: tokens, cost (tier-priced tokens) and/or "
+        "wallSeconds. The spec's estimate is checked against it before the run (over it, the "
+        "run fails with reason BudgetRefused), and the service holds the run to it (reason "
+        "BudgetExceeded when it stopped the run). The namespace's LemonBudget applies too.",
     )
     ttl_seconds_after_finished: int | None = Field(
         default=None,
@@ -224,6 +307,11 @@ class LemonRunStatus(_Camel):
     )
     wall_seconds: float | None = Field(
         default=None, description="The engine's own wall time for the run."
+    )
+    budget: RunBudgetStatus | None = Field(
+        default=None,
+        description="A budgeted run's account (its own budget or its namespace's): the "
+        "budget, spent, remaining, and the reason when a budget stopped it.",
     )
     trace: str | None = Field(
         default=None,
