@@ -219,8 +219,12 @@ def failure_of(run: ServiceRun) -> Failure | None:
     budget = run.budget
     if run.failure is FailureKind.BUDGET_EXCEEDED and budget is not None:
         reason = _BUDGET_REASONS.get(budget.stopped_by or "")
+        message = run.error or budget.reason
+        if budget.stopped_by == "Refused" and budget.limits is not None:
+            # the service names its request's field; the user wrote spec.budget
+            message = f"spec.budget {budget.limits.budget().text()} refused: {message}"
         if reason is not None:
-            return Failure(reason, run.error or budget.reason)
+            return Failure(reason, message)
     if run.failure is None:
         return Failure("ServiceError", run.error or "the service failed the run")
     return Failure(FAILURE_REASONS[run.failure], run.error or f"the run failed ({run.failure})")

@@ -142,6 +142,7 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
         "lemontrainings",
         "lemonpolicies",
         "lemonruns",
+        "lemonbudgets",
     )
     lemon = [f"{plural}.lemon.ai" for plural in plurals]
     kubectl.wait_established(*lemon, INFERENCESERVICES, PYTORCHJOBS)
