@@ -248,3 +248,44 @@ def test_credit_lands_on_the_field_when_the_spec_follows_prose(
         assert spelled.strip() == "large", (name, spelled)
         got[name] = (value, one.delta)
     assert got["wrapped"] == got["bare"]
+
+
+def test_several_tables_are_read_as_one_store(tmp_path: Path, tiny_model: Path) -> None:
+    """The mixed workload: rollouts over two tables' items (built on the same tiers) are
+    answered from both tables, with no live call; tables on other tiers are refused."""
+    from lemon.data.items import NumericItem
+    from lemon.learning.training_data import TableData
+    from lemon.tables.build import table_items
+    from lemon_train.loading import load_tokenizer
+    from lemon_train.task_rows import table_rows
+
+    every = [i for i in table_items("svamp", "train", limit=7) if isinstance(i, NumericItem)]
+    backends = _backends(every, PersistentCallCache(tmp_path / "calls.sqlite"))
+    first = _table(tmp_path / "a-train", every[:4], backends)
+    second = _table(tmp_path / "b-train", every[4:], backends)
+    _build(first, every[:4], backends)
+    _build(second, every[4:], backends)
+    paths = f"{first.path},{second.path}"
+    rows = table_rows(TableData(path=paths), prompt_format="lemon-policy-prompt/v2")
+    columns = {key: [r[key] for r in rows] for key in ("task", "answer", "benchmark", "id")}
+    tokenizer = load_tokenizer(str(tiny_model))
+    large = tokenizer(SINGLE.format(tier="large"), add_special_tokens=False)["input_ids"]
+    reward = _reward(first, tokenizer, live=False)
+    reward = type(reward)(
+        reward.decode, rewards=RewardConfig(), counterfactual=CounterfactualConfig(enabled=False),
+        table=paths, profile="scripted", worker_max_tokens=64, live=False,
+    )  # fmt: skip
+    n = len(columns["id"])
+    assert n == len(every)
+    asyncio.run(reward([None] * n, [None] * n, [large] * n, **columns))
+    cells = {**Table.open(first.path).cells, **Table.open(second.path).cells}
+    assert reward.last.success == [cells[(i, "single-large")].success for i in columns["id"]]
+    assert reward.distinct_calls == n
+    assert reward.live_calls == 0
+    other = _backends(every[4:6], PersistentCallCache(tmp_path / "other.sqlite"))
+    elsewhere = _table(tmp_path / "c-train", every[:2], other)
+    with pytest.raises(ValueError, match="built on other models"):
+        type(reward)(
+            reward.decode, rewards=RewardConfig(), counterfactual=CounterfactualConfig(),
+            table=f"{first.path},{elsewhere.path}", profile="scripted", worker_max_tokens=64,
+        )  # fmt: skip

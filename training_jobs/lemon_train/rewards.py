@@ -145,7 +145,13 @@ class SpecReward:
         return None
 
     # -- the reward function ----------------------------------------------------------------
-    def _reward(self, outcome: Outcome) -> float:
+    def _reward(self, outcome: Outcome, row: Mapping[str, Any] | None = None) -> float:
+        """R_orch of ``outcome``; a row that carries a ``cost_weight`` (its prompt states it)
+        is scored with R_orch's ``token_cost`` set to that weight."""
+        config = self.rewards
+        weight = None if row is None else row.get("cost_weight")
+        if weight is not None:
+            config = config.model_copy(update={"token_cost": float(weight)})
         return orchestration_reward(
             outcome.success,
             worker_tokens=outcome.worker_tokens,
@@ -153,7 +159,7 @@ class SpecReward:
             agents=outcome.agents,
             edges=outcome.edges,
             valid=outcome.valid,
-            config=self.rewards,
+            config=config,
         )
 
     def _field_groups(self, parsed: ParsedSpec) -> list[list[Mutation]]:
@@ -211,7 +217,7 @@ class SpecReward:
             return self.rewards.invalid_reward, None
         outcome = await self.score(index, parsed, row)
         self.count_calls(parsed.spec, row, stats)
-        reward = self._reward(outcome)
+        reward = self._reward(outcome, row)
         stats.worker_tokens.append(outcome.worker_tokens)
         stats.success.append(outcome.success)
         best = self.optimum(row)
@@ -266,7 +272,7 @@ class SpecReward:
                 MutantScore(
                     mutation.field,
                     mutation.kind.value,
-                    self._reward(mutant),
+                    self._reward(mutant, row),
                     tokens,
                     value_edit=mutation.kind.field == "capacity",
                 )
@@ -567,8 +573,9 @@ class EngineReward(SpecReward):
 
 
 class TableReward(EngineReward):
-    """R_orch answered from an outcome table (:mod:`lemon.tables`): a rollout or mutant whose
-    every worker call the table holds costs no model call; any other call runs live on the
+    """R_orch answered from outcome tables (:mod:`lemon.tables`; ``table``: one directory or
+    several joined by commas, read as one store of calls): a rollout or mutant whose every
+    worker call the tables hold costs no model call; any other call runs live on the
     profile's tiers (``live``) and joins the run's calls, or, without ``live``, fails its agent
     ("not in the outcome table") and the spec scores as a failed run.
 
@@ -601,12 +608,22 @@ class TableReward(EngineReward):
         )
         from lemon.tables.store import Table
 
-        self.table = Table.open(table)
-        if self.table.meta.worker_max_tokens != worker_max_tokens:
-            raise ValueError(
-                f"{table} was built with {self.table.meta.worker_max_tokens} tokens per agent; "
-                f"hyperparameters.worker_max_tokens is {worker_max_tokens}: set them equal"
-            )
+        self.tables = [Table.open(path) for path in table.split(",") if path]
+        self.table = self.tables[0]
+        """The first table: its tiers' identities key every table's calls (checked equal)."""
+        for each in self.tables:
+            if each.meta.worker_max_tokens != worker_max_tokens:
+                raise ValueError(
+                    f"{each.path} was built with {each.meta.worker_max_tokens} tokens per "
+                    f"agent; hyperparameters.worker_max_tokens is {worker_max_tokens}: set them "
+                    "equal"
+                )
+            identities = {t: m.identity for t, m in each.meta.models.items()}
+            if identities != {t: m.identity for t, m in self.table.meta.models.items()}:
+                raise ValueError(
+                    f"{each.path} was built on other models than {self.table.path}: tables "
+                    "read together must share their tiers"
+                )
         self.live = live
         self.cache = None  # type: ignore[assignment]  # the table's call store dedups
         self._store: TableCalls | None = None
@@ -615,10 +632,11 @@ class TableReward(EngineReward):
     def _get_backends(self) -> dict[Capacity, Backend]:
         if self._backends is None:
             from lemon.capacity import build_backends
-            from lemon.tables.replay import table_backends
+            from lemon.tables.replay import TableCalls, table_backends
 
             live = build_backends(self.profile) if self.live else None
-            self._backends, self._store = table_backends(self.table, live=live)
+            calls = TableCalls({k: v for t in self.tables for k, v in t.calls.items()})
+            self._backends, self._store = table_backends(self.table, live=live, calls=calls)
         return self._backends
 
     @property

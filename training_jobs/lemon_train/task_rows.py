@@ -29,7 +29,14 @@ from lemon.learning.training_data import (
 )
 from lemon_train.errors import TrainingError
 
-__all__ = ["RowKind", "benchmark_rows", "file_rows", "load_tasks", "table_rows"]
+__all__ = [
+    "RowKind",
+    "benchmark_rows",
+    "file_rows",
+    "load_tasks",
+    "table_rows",
+    "with_cost_weights",
+]
 
 
 class RowKind(StrEnum):
@@ -62,12 +69,35 @@ def load_tasks(config: TrainingConfig) -> tuple[list[dict[str, Any]], RowKind]:
             for task in make_tasks(data.tasks, seed=seed)
         ]
         return rows, RowKind.SIMULATOR_V1
+    weights = config.hyperparameters.cost_weights
     if isinstance(data, BenchmarkData):
-        return benchmark_rows(data, prompt_format=fmt), RowKind.ITEMS
-    if isinstance(data, TableData):
-        return table_rows(data, prompt_format=fmt), RowKind.TABLE
-    assert isinstance(data, FileData)
-    return file_rows(Path(data.path), prompt_format=fmt), RowKind.ITEMS
+        rows, kind = benchmark_rows(data, prompt_format=fmt), RowKind.ITEMS
+    elif isinstance(data, TableData):
+        rows, kind = table_rows(data, prompt_format=fmt), RowKind.TABLE
+    else:
+        assert isinstance(data, FileData)
+        rows, kind = file_rows(Path(data.path), prompt_format=fmt), RowKind.ITEMS
+    return (
+        with_cost_weights(rows, weights, seed=seed, prompt_format=fmt) if weights else rows
+    ), kind
+
+
+def with_cost_weights(
+    rows: list[dict[str, Any]], weights: list[float], *, seed: int, prompt_format: str
+) -> list[dict[str, Any]]:
+    """Each row with a cost weight drawn from ``weights`` (seeded, so a resumed run draws the
+    same), stated in its prompt; the reward scores the row at that weight (``cost_weight``)."""
+    import random
+
+    from lemon.policy.prompt import policy_messages
+
+    rng = random.Random(f"cost-weights:{seed}")
+    out = []
+    for row in rows:
+        weight = rng.choice(weights)
+        prompt = policy_messages(row["task"], format=prompt_format, cost_weight=weight)
+        out.append({**row, "prompt": prompt, "cost_weight": weight})
+    return out
 
 
 def _item_row(item: Any, prompt_format: str) -> dict[str, Any]:
@@ -108,21 +138,34 @@ def benchmark_rows(data: BenchmarkData, *, prompt_format: str) -> list[dict[str,
 
 
 def table_rows(data: TableData, *, prompt_format: str) -> list[dict[str, Any]]:
-    """Rows for an outcome table's items, in the table's order (``limit``/``offset`` select a
-    range of them, e.g. a held-out tail)."""
+    """Rows for the items of one or more outcome tables, in the tables' order (``part`` keeps a
+    train table's fit or validation part; ``limit``/``offset`` then select a range)."""
     from lemon.data import Benchmark
+    from lemon.data.splits import validation_ids
     from lemon.scoring import item_index
     from lemon.tables.store import Table, TableError
 
-    try:
-        table = Table.open(data.path)
-    except TableError as exc:
-        raise TrainingError(f"data: {exc}") from None
-    ids = table.items[data.offset : data.offset + data.limit if data.limit else None]
-    if not ids:
+    items = []
+    for path in data.paths:
+        try:
+            table = Table.open(path)
+        except TableError as exc:
+            raise TrainingError(f"data: {exc}") from None
+        index = item_index(Benchmark(table.meta.benchmark))
+        found = [index[i] for i in table.items]
+        if data.part != "all":
+            if table.meta.split != "train":
+                raise TrainingError(
+                    f"data: {data}: part {data.part} needs train tables; {path} is "
+                    f"{table.meta.split}"
+                )
+            held = validation_ids(found)
+            found = [i for i in found if (i.id in held) == (data.part == "validation")]
+        items += found
+    items = items[data.offset : data.offset + data.limit if data.limit else None]
+    if not items:
         raise TrainingError(f"data: {data}: no items selected")
-    index = item_index(Benchmark(table.meta.benchmark))
-    return [_item_row(index[i], prompt_format) for i in ids]
+    return [_item_row(item, prompt_format) for item in items]
 
 
 def file_rows(path: Path, *, prompt_format: str) -> list[dict[str, Any]]:

@@ -131,6 +131,13 @@ class HyperParameters(_Config):
         description="GRPO on an outcome table: run the worker calls the table lacks on the "
         "profile's tiers (false: such a spec scores as a failed run).",
     )
+    cost_weights: list[float] | None = Field(
+        default=None,
+        description="GRPO with prompt format lemon-policy-prompt/v3: each task row draws its "
+        "cost weight from this list (seeded), states it in the policy's prompt and scores its "
+        "rollouts and mutants with R_orch's token_cost set to it, so one policy learns the "
+        "whole accuracy-cost curve; null: every row states the rewards' token_cost.",
+    )
     skip_flat_groups: bool = Field(
         default=True,
         description="GRPO: leave out of the loss the groups with no learning signal (every "
@@ -285,6 +292,20 @@ class TrainingConfig(_Config):
             raise ValueError(
                 "counterfactual.mutants paid needs table: or synthetic data (on live tasks "
                 "every mutant's calls are new; use mutants: all)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cost_weights_need_the_prompt_that_states_them(self) -> TrainingConfig:
+        weights = self.hyperparameters.cost_weights
+        if weights is None:
+            return self
+        if not weights or any(w < 0 for w in weights):
+            raise ValueError("hyperparameters.cost_weights: a non-empty list of weights >= 0")
+        if self.prompt_format != "lemon-policy-prompt/v3":
+            raise ValueError(
+                "hyperparameters.cost_weights needs prompt_format lemon-policy-prompt/v3 (the "
+                "prompt that states the weight)"
             )
         return self
 

@@ -6,9 +6,12 @@ On the wire (a config file, a ``LemonTraining``) it stays one string, in one of 
   (:mod:`lemon.learning.simulator`, :mod:`lemon.learning.simulator_v2`), GRPO only;
 - ``benchmark:<name>[:<split>[:<limit>[:<offset>]]]``: a shipped benchmark's items (default
   split ``train``, the held-in items; limit 0 means every item), GRPO only;
-- ``table:<dir>[:<limit>[:<offset>]]``: the items of an outcome table
-  (:mod:`lemon.tables`), GRPO only: rollouts whose worker calls the table holds are answered from
-  it, the rest run live and join the run's calls;
+- ``table:<dir>[,<dir>...][:<limit>[:<offset>[:<part>]]]``: the items of one or more outcome
+  tables (:mod:`lemon.tables`; several: a mixed workload, the tables' items in the order given),
+  GRPO only: rollouts whose worker calls the tables hold are answered from them, the rest run
+  live and join the run's calls; ``part`` is ``all`` (default), ``fit`` or ``validation``: a
+  train table's fit part or its validation part (:func:`lemon.data.splits.validation_ids`, by
+  template), so that held-out scoring never reads an item the policy trains on;
 - anything else: a path to a JSONL file (SFT rows, or GRPO task rows).
 
 :func:`parse_data` turns the string into a :data:`TrainingData` value (a ``ValueError`` saying
@@ -66,11 +69,18 @@ class BenchmarkData(_Data):
 class TableData(_Data):
     kind: Literal["table"] = "table"
     path: str = Field(min_length=1)
+    """One table directory, or several joined by commas."""
     limit: int = Field(default=0, ge=0)
     offset: int = Field(default=0, ge=0)
+    part: Literal["all", "fit", "validation"] = "all"
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for p in self.path.split(",") if p]
 
     def __str__(self) -> str:
-        return f"table:{self.path}:{self.limit}:{self.offset}"
+        tail = "" if self.part == "all" else f":{self.part}"
+        return f"table:{self.path}:{self.limit}:{self.offset}{tail}"
 
 
 class FileData(_Data):
@@ -124,14 +134,24 @@ def _benchmark(text: str) -> BenchmarkData:
     return BenchmarkData(name=parts[1], split=split, limit=limit, offset=offset)
 
 
+_PARTS = ("all", "fit", "validation")
+
+
 def _table(text: str) -> TableData:
     body = text.removeprefix("table:")
     parts = body.split(":")
     path, numbers = parts[0], parts[1:]
-    if not path or len(numbers) > 2:
-        raise ValueError(f"data {text!r}: expected table:<dir>[:<limit>[:<offset>]]")
+    part = "all"
+    if len(numbers) == 3:
+        part = numbers.pop()
+        if part not in _PARTS:
+            raise ValueError(f"data {text!r}: part must be all, fit or validation, not {part!r}")
+    if not [p for p in path.split(",") if p] or len(numbers) > 2:
+        raise ValueError(
+            f"data {text!r}: expected table:<dir>[,<dir>...][:<limit>[:<offset>[:<part>]]]"
+        )
     limit, offset = _numbers(text, numbers, ("limit", "offset"))
-    return TableData(path=path, limit=limit, offset=offset)
+    return TableData(path=path, limit=limit, offset=offset, part=part)
 
 
 def parse_data(text: str) -> SyntheticData | SyntheticV2Data | BenchmarkData | TableData | FileData:
