@@ -149,6 +149,9 @@ class RunFinished:
     wall_s: float = 0.0
     error: str | None = None
     answer: str | None = None
+    budget: Mapping[str, Any] | None = None
+    """A budgeted run's account (:meth:`lemon.budget.BudgetUse.to_json`: limits, spent,
+    reason, which budget stopped it); None when no budget applied."""
     t: float = 0.0
 
 

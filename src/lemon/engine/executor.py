@@ -681,6 +681,7 @@ async def execute(
             wall_s=round(result.wall_s, 4),
             error=error,
             answer=result.answer,
+            budget=result.budget.to_json() if result.budget is not None else None,
         )
     )
     if owns_trace:

@@ -406,6 +406,7 @@ def run_view(
         "output": started.output if started is not None else "",
         "answer": finished.answer if finished is not None else None,
         "error": finished.error if finished is not None else None,
+        "budget": dict(finished.budget) if finished is not None and finished.budget else None,
         "verdict": None
         if verdict is None
         else {

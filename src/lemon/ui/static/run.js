@@ -238,6 +238,23 @@ function costs(data) {
       "the run's smallest prompt among agents that read only the task, and the output agent's answer length; an estimate from this run's sizes, not a run." }));
 }
 
+function budget(data) {
+  const b = data.budget;
+  if (!b) return null;
+  const limits = b.limits
+    ? [["tokens", b.limits.tokens, "worker tokens"], ["cost", b.limits.cost, "tier-priced tokens"], ["wall", b.limits.wall_s, "s"]]
+      .filter(([, v]) => v !== null && v !== undefined).map(([k, v, u]) => `${k} ${number(v, k === "tokens" ? 0 : 1)} ${u}`).join(", ")
+    : "none of its own";
+  const stopper = { run: "its own budget", shared: "its namespace's budget" }[b.scope] || "";
+  return el("section", { id: "budget" },
+    el("h2", { text: "Budget" }),
+    el("dl", { class: "facts" },
+      el("dt", { text: "budget" }), el("dd", { text: limits }),
+      b.shared ? [el("dt", { text: "namespace" }), el("dd", { text: b.shared })] : null,
+      el("dt", { text: "spent" }), el("dd", { text: `${number(b.spent.tokens)} worker tokens, ${number(b.spent.cost, 1)} tier-priced tokens, ${seconds(b.spent.wall_s)}` }),
+      b.reason ? [el("dt", { text: "stopped" }), el("dd", { class: "error", text: `${stopper ? stopper + ": " : ""}${b.reason}` })] : null));
+}
+
 function agentDetails(agent) {
   const tokens = agent.prompt_tokens + agent.completion_tokens;
   return el("details", { class: "agent", id: `agent-${agent.name}` },
@@ -295,6 +312,7 @@ function render(data) {
     timeline(),
     el("h2", { text: "Cost" }),
     costs(data),
+    budget(data),
     el("h2", { text: "Answer" }),
     verdict,
     el("pre", { id: "answer", text: data.answer ?? (data.error ? `failed: ${data.error}` : "(not finished)") }),
