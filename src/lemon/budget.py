@@ -293,7 +293,7 @@ class BudgetUse:
     3600 s)``), else None."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "limits": self.budget.to_json() if self.budget is not None else None,
             "spent": {"tokens": self.tokens, "cost": round(self.cost, 3), "wall_s": self.wall_s},
             "reason": self.reason,
@@ -302,3 +302,41 @@ class BudgetUse:
             "scope": self.scope,
             "shared": self.shared,
         }
+        if self.budget is not None and self.budget.source != "budget":
+            data["limits_source"] = self.budget.source
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BudgetUse:
+        """The account :meth:`to_json` wrote (the run's JSON, the service's run journal)."""
+        limits, spent, estimate = data.get("limits"), data["spent"], data.get("estimate")
+        scope = data.get("scope")
+        if scope not in (None, "run", "shared"):
+            raise ValueError(f"budget scope {scope!r} is neither run nor shared")
+        if estimate is not None and estimate["source"] not in ("table", "upper_bound"):
+            raise ValueError(f"estimate source {estimate['source']!r} is not table or upper_bound")
+        return cls(
+            budget=None
+            if limits is None
+            else Budget(
+                tokens=limits.get("tokens"),
+                cost=limits.get("cost"),
+                wall_s=limits.get("wall_s"),
+                source=str(data.get("limits_source", "budget")),
+            ),
+            tokens=int(spent["tokens"]),
+            cost=float(spent["cost"]),
+            wall_s=float(spent["wall_s"]),
+            reason=data.get("reason"),
+            estimate=None
+            if estimate is None
+            else BudgetEstimate(
+                tokens=float(estimate["tokens"]),
+                cost=float(estimate["cost"]),
+                source=estimate["source"],
+                basis=str(estimate["basis"]),
+            ),
+            replaced=data.get("replaced"),
+            scope=scope,
+            shared=data.get("shared"),
+        )

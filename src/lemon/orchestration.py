@@ -16,8 +16,9 @@ search teacher, GRPO's reward and the outcome tables alike: :func:`run_item` exe
 on an item (the item's task text and prefills, the worker budget of :class:`ItemSettings`) and
 :func:`item_outcome` turns the result into an :class:`ItemOutcome` (success by
 :func:`lemon.scoring.item_success`, worker tokens, tier-priced cost, the policy's own tokens
-when a policy wrote the spec, the spec's structure). This module is the only caller of the
-executor.
+when a policy wrote the spec, the spec's structure, each agent's tier, call key and tokens):
+the one record of an executed spec, of which a table cell, an evaluation's item record and a
+teacher's row are projections. This module is the only caller of the executor.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from lemon.backends.base import Backend, Decoding
 from lemon.capacity import CapacityProfile, build_backends, close_backends
 from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
-from lemon.engine.results import RunResult, RunStatus
+from lemon.engine.results import AgentResult, AgentStatus, FailureKind, RunResult, RunStatus
 from lemon.events import SpecReady, TraceWriter
 from lemon.policy.defaults import SpecChoice, resolve_policy, spec_choice
 from lemon.policy.estimates import BudgetFit
@@ -46,6 +49,7 @@ from lemon.spec.validation import ParsedSpec
 from lemon.tasks import TaskKind, classify_task, item_prefills, prefills, task_text
 
 __all__ = [
+    "AgentRun",
     "ItemOutcome",
     "ItemSettings",
     "Plan",
@@ -356,15 +360,85 @@ async def run_item(
     )
 
 
+class AgentRun(BaseModel):
+    """One agent of an executed spec, as the records of the run keep it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    tier: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    answered: bool = False
+    """A worker model's answer was used: a model agent that succeeded (tools never are)."""
+    key: str | None = None
+    """The content key of the worker call that answered it, where a call cache or an outcome
+    table keyed it (:attr:`lemon.engine.results.AgentResult.call_key`); None when not
+    ``answered``."""
+    output: str = ""
+    finish: str = ""
+    """Why the model stopped (``stop``, ``length``); empty for tools and unanswered agents."""
+
+    @classmethod
+    def of(cls, agent: AgentResult) -> AgentRun:
+        answered = not agent.tool and agent.status is AgentStatus.SUCCEEDED
+        return cls(
+            name=agent.name,
+            tier=agent.capacity,
+            prompt_tokens=agent.prompt_tokens,
+            completion_tokens=agent.completion_tokens,
+            answered=answered,
+            key=agent.call_key if answered else None,
+            output=agent.output,
+            finish=agent.finish_reason,
+        )
+
+
 class ItemOutcome(Outcome):
-    """What an executed spec achieved on an item, and what it cost (:class:`Outcome`'s
-    fields, which R_orch reads, plus the answer and how it was read)."""
+    """One executed spec on one benchmark item: the one record the outcome table's cell
+    (:meth:`lemon.tables.store.Cell.of`), the evaluation's item record
+    (:meth:`lemon.evals.loop.ItemRecord.of`) and the teachers' rows
+    (:func:`lemon.teaching.rows.outcome_facts`) are projections of.
+
+    One name per fact, here and in every projection's code: ``success`` (a fraction in [0, 1];
+    the evaluation's file calls it ``correct``), ``worker_tokens`` (prompt and completion of every
+    worker call; ``tokens`` in the evaluation's file), ``tokens_by_tier`` (the table's
+    ``tokens``), ``priced_tokens`` (worker tokens at their tier's price, :mod:`lemon.pricing`; the
+    table's ``priced``). The file formats keep their keys; only the code says one name.
+
+    :class:`Outcome`'s fields are what R_orch reads (``agents`` and ``edges`` count the spec's
+    structure); the rest say what ran: each agent with its tier, call key and tokens
+    (``agent_runs``), the answer and how it was read, the run's status, error, failure kind and
+    wall time, and the model calls it made."""
 
     answer: str | None = None
+    """The run's answer (None when the run failed)."""
     extracted: float | str | None = None
     """The number or letter read from the answer; for HumanEval the sandbox run's status."""
     policy_tokens: int = 0
     """The policy's own prompt and completion tokens (0: no policy wrote the spec)."""
+    agent_runs: tuple[AgentRun, ...] = ()
+    """Every agent of the spec, in the spec's order."""
+    status: RunStatus = RunStatus.SUCCEEDED
+    error: str | None = None
+    failure: FailureKind | None = None
+    """Why the run failed (:class:`lemon.engine.results.FailureKind`; None when it succeeded)."""
+    wall_s: float = 0.0
+    calls: int = 0
+    """Model calls made (reused answers, call-cache hits and tools make none)."""
+    cache_hits: int = 0
+    """Calls answered from the persistent call cache."""
+
+    @property
+    def tokens_by_tier(self) -> dict[str, int]:
+        """Worker tokens per tier, tiers in the order their first agent spends
+        (:meth:`lemon.engine.results.RunResult.tokens_by_tier`)."""
+        out: dict[str, int] = {}
+        for agent in self.agent_runs:
+            spent = agent.prompt_tokens + agent.completion_tokens
+            if spent:
+                out[agent.tier] = out.get(agent.tier, 0) + spent
+        return out
 
 
 async def item_outcome(
@@ -404,4 +478,11 @@ async def item_outcome(
         edges=sum(len(a.depends_on) for a in spec.agents),
         answer=answer,
         extracted=extracted_value,
+        agent_runs=tuple(AgentRun.of(agent) for agent in result.agents),
+        status=result.status,
+        error=result.error,
+        failure=result.failure,
+        wall_s=result.wall_s,
+        calls=result.calls,
+        cache_hits=result.cache_hits,
     )

@@ -37,7 +37,8 @@ def _cell(item: str, team: str, right: bool, cost: float, wrong: str) -> Cell:
     return Cell(
         item=item, team=team, success=float(right), extracted=value,
         answer=f"The answer is {value}.", status="succeeded", error=None,
-        tokens={"large": int(cost)}, priced=cost, agents=[("solver", "large", None, 1, 1)],
+        tokens_by_tier={"large": int(cost)}, priced_tokens=cost,
+        agents=[("solver", "large", None, 1, 1)],
     )  # fmt: skip
 
 

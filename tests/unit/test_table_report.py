@@ -37,8 +37,8 @@ def _cell(item: str, team: str, success: bool, extracted: float) -> Cell:
         answer=f"The answer is {extracted:g}.",
         status="succeeded",
         error=None,
-        tokens={tier: int(cost)},
-        priced=cost,
+        tokens_by_tier={tier: int(cost)},
+        priced_tokens=cost,
         agents=[("solver", tier, None, int(cost) - 10, 10)],
     )
 

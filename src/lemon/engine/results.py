@@ -1,7 +1,15 @@
-"""What a run returns: per-agent accounting and the run's totals."""
+"""What a run returns: per-agent accounting and the run's totals.
+
+:meth:`RunResult.to_json` is the one JSON form of a run (``lemon run --json``, the service's run
+journal) and :meth:`RunResult.from_json` reads it back: ``RunResult.from_json(r.to_json()) ==
+r`` for a run whose times are already rounded as written (0.1 ms). The derived totals the JSON
+also carries (``tokens``, ``tokens_by_tier``, ``calls``, ``cache_hits``) are recomputed from the
+agents when read.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -99,7 +107,49 @@ class AgentResult:
             "cached": self.cached,
             "error": self.error,
             "failure": self.failure.value if self.failure is not None else None,
+            "tool": self.tool,
+            "finish_reason": self.finish_reason,
+            "call_key": self.call_key,
+            "started_s": _round(self.started_s),
+            "finished_s": _round(self.finished_s),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AgentResult:
+        """The agent :meth:`to_json` wrote (keys added since default: an older record reads)."""
+        return cls(
+            name=str(data["name"]),
+            role=str(data["role"]),
+            capacity=str(data["capacity"]),
+            model=str(data.get("model", "")),
+            tool=bool(data.get("tool", False)),
+            status=AgentStatus(data["status"]),
+            output=str(data.get("output", "")),
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            latency_s=float(data.get("latency_s", 0.0)),
+            attempts=int(data.get("attempts", 0)),
+            reused=bool(data.get("reused", False)),
+            cached=bool(data.get("cached", False)),
+            error=data.get("error"),
+            started_s=_float_or_none(data.get("started_s")),
+            finished_s=_float_or_none(data.get("finished_s")),
+            finish_reason=str(data.get("finish_reason", "")),
+            failure=_failure(data.get("failure")),
+            call_key=data.get("call_key"),
+        )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _failure(value: Any) -> FailureKind | None:
+    return None if value is None else FailureKind(value)
 
 
 @dataclass(slots=True)
@@ -169,3 +219,20 @@ class RunResult:
             "cache_hits": self.cache_hits,
             "budget": self.budget.to_json() if self.budget is not None else None,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunResult:
+        """The run :meth:`to_json` wrote (see the module docstring)."""
+        budget = data.get("budget")
+        return cls(
+            status=RunStatus(data["status"]),
+            answer=data.get("answer"),
+            spec=str(data["spec"]),
+            agents=[AgentResult.from_json(agent) for agent in data["agents"]],
+            wall_s=float(data["wall_s"]),
+            critical_path=tuple(str(name) for name in data.get("critical_path", ())),
+            error=data.get("error"),
+            reused_calls=int(data.get("reused_calls", 0)),
+            failure=_failure(data.get("failure")),
+            budget=BudgetUse.from_json(budget) if budget is not None else None,
+        )

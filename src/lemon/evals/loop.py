@@ -2,10 +2,11 @@
 
 A run directory holds ``items.jsonl`` (one line per finished item, appended and flushed as
 items finish: id, method, spec, answer, extracted, correct, tokens, calls, wall_s, status,
-error) and ``summary.json`` (accuracy with a 95% Wilson interval, mean worker tokens per item,
-calls, failures, the settings). Rerunning the same command resumes: items already in
-``items.jsonl`` are not run again. Items run concurrently (``concurrency``) on one set of
-backends, so the in-process model batches agents across items.
+error; an :class:`ItemRecord`, the projection of the item's
+:class:`~lemon.orchestration.ItemOutcome`) and ``summary.json`` (accuracy with a 95% Wilson
+interval, mean worker tokens per item, calls, failures, the settings). Rerunning the same
+command resumes: items already in ``items.jsonl`` are not run again. Items run concurrently
+(``concurrency``) on one set of backends, so the in-process model batches agents across items.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from lemon import atomic
 from lemon.backends.base import Backend
 from lemon.data.items import CodeItem, Item
+from lemon.engine.results import FailureKind
 from lemon.evals.baselines import BASELINES, baseline_spec
 from lemon.jsonl import RecordFile, read_records
 from lemon.orchestration import ItemOutcome, ItemSettings, item_outcome, run_item
@@ -60,13 +62,19 @@ class EvalSettings:
 
 @dataclass(slots=True)
 class ItemRecord:
+    """One item's line of ``items.jsonl``: the evaluation's projection of the item's runs
+    (:meth:`of`, from their :class:`~lemon.orchestration.ItemOutcome`), or a spec only written
+    (``status`` ``spec_only``). The fields carry the record's names; the file keeps its own
+    keys (``correct`` for ``success``, ``tokens`` for ``worker_tokens``)."""
+
     id: str
     method: str
     spec: str
     answer: str | None
     extracted: float | str | None = None
-    correct: bool = False
-    tokens: int = 0
+    success: bool = False
+    """The chosen answer is right (its run's success is 1)."""
+    worker_tokens: int = 0
     priced_tokens: float = 0.0
     """Worker tokens weighed by their tier's price (:mod:`lemon.pricing`)."""
     policy_priced_tokens: float = 0.0
@@ -77,11 +85,54 @@ class ItemRecord:
     wall_s: float = 0.0
     status: str = "succeeded"
     error: str | None = None
-    failure: str | None = None
+    failure: FailureKind | None = None
     """Why the run failed (:class:`lemon.engine.results.FailureKind`)."""
     samples: list[str | None] = field(default_factory=list)
     policy: dict[str, Any] | None = None
     """For ``policy:`` methods: validity of the first attempt, fallback, attempts, tokens."""
+
+    @classmethod
+    def of(
+        cls,
+        runs: Sequence[ItemOutcome],
+        *,
+        item: str,
+        method: str,
+        spec: str,
+        wall_s: float,
+        vote: bool = True,
+        sampled: bool = False,
+    ) -> ItemRecord:
+        """The record of ``runs``, one spec's runs on one item (one, or the samples of
+        self-consistency): their costs summed, the error and failure kind of the last run
+        without an answer, and the answer, value and success of the first run whose extracted
+        value the most runs share (``vote=False``: the first answer, for code, whose sandbox
+        status would vote with the hidden tests). ``sampled`` keeps every answered run's value
+        as ``samples``."""
+        record = cls(item, method, spec, None, wall_s=wall_s)
+        answered: list[ItemOutcome] = []
+        for run in runs:
+            record.worker_tokens += run.worker_tokens
+            record.priced_tokens += run.priced_tokens or 0.0
+            record.calls += run.calls
+            record.cache_hits += run.cache_hits
+            if run.answer is None:
+                record.error, record.failure = run.error, run.failure
+            else:
+                answered.append(run)
+        if not answered:
+            record.status = "failed"
+            return record
+        if sampled:
+            record.samples = [
+                str(a.extracted) if a.extracted is not None else None for a in answered
+            ]
+        votes = Counter(a.extracted for a in answered if a.extracted is not None and vote)
+        winner = votes.most_common(1)[0][0] if votes else answered[0].extracted
+        chosen = next(a for a in answered if a.extracted == winner)
+        record.answer, record.extracted = chosen.answer, chosen.extracted
+        record.success = chosen.success >= 1.0
+        return record
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,8 +141,8 @@ class ItemRecord:
             "spec": self.spec,
             "answer": self.answer,
             "extracted": self.extracted,
-            "correct": self.correct,
-            "tokens": self.tokens,
+            "correct": self.success,
+            "tokens": self.worker_tokens,
             "priced_tokens": round(self.priced_tokens, 3),
             "policy_priced_tokens": round(self.policy_priced_tokens, 3),
             "full_cost": round(self.priced_tokens + self.policy_priced_tokens, 3),
@@ -100,7 +151,7 @@ class ItemRecord:
             "wall_s": round(self.wall_s, 3),
             "status": self.status,
             "error": self.error,
-            **({"failure": self.failure} if self.failure is not None else {}),
+            **({"failure": self.failure.value} if self.failure is not None else {}),
             **({"samples": self.samples} if self.samples else {}),
             **({"policy": self.policy} if self.policy is not None else {}),
         }
@@ -128,11 +179,12 @@ async def _run_item(
 ) -> ItemRecord:
     """Run ``spec`` on ``item`` (``samples`` times for self-consistency, majority vote over the
     extracted answers) through :func:`lemon.orchestration.run_item`, scored by
-    :func:`lemon.orchestration.item_outcome`."""
+    :func:`lemon.orchestration.item_outcome`; ``sc-budget`` stops sampling once one more
+    sample at the mean so far would pass the budget."""
     started = time.perf_counter()
     text = format_spec(spec)
-    record = ItemRecord(item.id, settings.method, text, None)
-    answers: list[ItemOutcome] = []
+    runs: list[ItemOutcome] = []
+    spent = 0
     for k in range(samples):
         result = await run_item(
             item,
@@ -142,38 +194,23 @@ async def _run_item(
             spec_text=text,
         )
         outcome = await item_outcome(item, result, spec=spec, prices=settings.prices)
-        record.tokens += outcome.worker_tokens
-        record.priced_tokens += outcome.priced_tokens or 0.0
-        record.calls += result.calls
-        record.cache_hits += result.cache_hits
+        runs.append(outcome)
+        spent += outcome.worker_tokens
         if outcome.answer is None:
-            record.error = result.error
-            record.failure = result.failure.value if result.failure is not None else None
             continue
-        answers.append(outcome)
         if samples > 1 and settings.method.endswith("sc-budget"):
-            per_sample = record.tokens / (k + 1)
-            if record.tokens + per_sample > settings.budget:
+            per_sample = spent / (k + 1)
+            if spent + per_sample > settings.budget:
                 break
-    record.wall_s = time.perf_counter() - started
-    if not answers:
-        record.status = "failed"
-        return record
-    record.samples = [str(a.extracted) if a.extracted is not None else None for a in answers]
-    if samples == 1:
-        record.samples = []
-    # a program's sandbox status would vote with the hidden tests: code takes the first answer
-    votes = Counter(
-        a.extracted for a in answers if a.extracted is not None and not isinstance(item, CodeItem)
+    return ItemRecord.of(
+        runs,
+        item=item.id,
+        method=settings.method,
+        spec=text,
+        wall_s=time.perf_counter() - started,
+        vote=not isinstance(item, CodeItem),
+        sampled=samples > 1,
     )
-    winner = votes.most_common(1)[0][0] if votes else answers[0].extracted
-    chosen = next(a for a in answers if a.extracted == winner)
-    record.answer, record.extracted, record.correct = (
-        chosen.answer,
-        chosen.extracted,
-        chosen.success >= 1.0,
-    )
-    return record
 
 
 def _fixed_spec(settings: EvalSettings) -> Spec | None:

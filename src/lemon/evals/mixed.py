@@ -88,7 +88,7 @@ class Side:
             return None
         mask = np.array([c is not None for c in cells])
         success = np.array([c.success if c else np.nan for c in cells], dtype=np.float64)
-        cost = np.array([c.priced if c else np.nan for c in cells], dtype=np.float64)
+        cost = np.array([c.priced_tokens if c else np.nan for c in cells], dtype=np.float64)
         return success, cost, mask
 
     def extracted(self, team: str) -> list[Any]:
@@ -116,7 +116,7 @@ def _side(table: Table, teams: list[str]) -> Side:
         table=table,
         items=items,
         success=np.array([[c.success for c in row] for row in cells], dtype=np.float64),
-        cost=np.array([[c.priced for c in row] for row in cells], dtype=np.float64),
+        cost=np.array([[c.priced_tokens for c in row] for row in cells], dtype=np.float64),
         tasks=[task_text(index[i]) for i in items],
     )
 

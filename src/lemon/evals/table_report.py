@@ -82,7 +82,7 @@ def load_table_matrices(table: Table, teams: list[str]) -> TableMatrices:
         items=items,
         teams=teams,
         success=np.array([[c.success for c in row] for row in cells], dtype=np.float64),
-        cost=np.array([[c.priced for c in row] for row in cells], dtype=np.float64),
+        cost=np.array([[c.priced_tokens for c in row] for row in cells], dtype=np.float64),
         extracted=[[c.extracted for c in row] for row in cells],
     )
 
@@ -138,7 +138,7 @@ def _sample_methods(data: TableMatrices) -> list[Method]:
             winner = max(votes, key=lambda v: votes[v]) if votes else None
             pick = next((cell for cell in cells if cell.extracted == winner), cells[0])
             success.append(pick.success)
-            cost.append(sum(cell.priced for cell in cells))
+            cost.append(sum(cell.priced_tokens for cell in cells))
             agreed.append(winner is not None and votes[winner] == k)
         s, c = np.array(success), np.array(cost)
         if k > 1:

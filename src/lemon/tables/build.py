@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from lemon.backends.base import Backend
 from lemon.data.items import ChoiceItem, Item
 from lemon.data.splits import Split, split_items
-from lemon.engine.results import AgentStatus, FailureKind, RunResult
+from lemon.engine.results import FailureKind
 from lemon.orchestration import ItemSettings, item_outcome, run_item
 from lemon.policy.columns import Column
 from lemon.pricing import TierPrices
-from lemon.spec.models import Capacity, Spec
-from lemon.tables.store import Cell, StoredCall, Table
+from lemon.spec.models import Capacity
+from lemon.tables.store import Cell, Table, stored_calls
 from lemon.tasks import classify_task, task_text
 
-__all__ = ["BuildStats", "build_table", "cell_of", "selection_note", "table_items"]
+__all__ = ["BuildStats", "build_table", "selection_note", "table_items"]
 
 _MACHINE_FAILURES = (FailureKind.DEADLINE, FailureKind.TIER_UNAVAILABLE, FailureKind.CANCELLED)
 
@@ -75,58 +75,6 @@ class BuildStats:
     """Runs not recorded because the machine, not the team, failed (run again next time)."""
     new_calls: int = 0
     errors: list[str] | None = None
-
-
-def cell_of(
-    item: Item,
-    column: Column,
-    spec: Spec,
-    result: RunResult,
-    *,
-    success: float,
-    extracted: float | str | None,
-    priced: float,
-) -> tuple[Cell, list[StoredCall]]:
-    """The cell of one run and the worker calls it read, each named by the content key the
-    call cache (or the table) gave it as it answered (:attr:`AgentResult.call_key`)."""
-    agents: list[tuple[str, str, str | None, int, int]] = []
-    calls: list[StoredCall] = []
-    for agent, run in zip(spec.agents, result.agents, strict=True):
-        key = None
-        if not run.tool and run.status is AgentStatus.SUCCEEDED:
-            if run.call_key is None:
-                raise ValueError(
-                    f"{item.id} {column.name}: agent {agent.name!r} has no call key (a table "
-                    "is built on backends wrapped by the call cache or the table)"
-                )
-            key = run.call_key
-            calls.append(
-                StoredCall(
-                    key=key,
-                    tier=agent.capacity.value,
-                    text=run.output,
-                    prompt_tokens=run.prompt_tokens,
-                    completion_tokens=run.completion_tokens,
-                    finish=run.finish_reason or "stop",
-                )
-            )
-        agents.append(
-            (agent.name, agent.capacity.value, key, run.prompt_tokens, run.completion_tokens)
-        )
-    cell = Cell(
-        item=item.id,
-        team=column.name,
-        success=success,
-        extracted=extracted,
-        answer=result.answer,
-        status=result.status.value,
-        error=result.error,
-        tokens=result.tokens_by_tier(),
-        priced=priced,
-        agents=agents,
-        wall_s=result.wall_s,
-    )
-    return cell, calls
 
 
 async def build_table(
@@ -181,21 +129,13 @@ async def build_table(
                 item, spec, backends=backends, settings=run_settings, output=col.output
             )
             outcome = await item_outcome(item, result, spec=spec, prices=prices)
-        if result.failure in _MACHINE_FAILURES:
+        if outcome.failure in _MACHINE_FAILURES:
             stats.skipped += 1
             assert stats.errors is not None
-            stats.errors.append(f"{item.id} {col.name}: {result.error}")
+            stats.errors.append(f"{item.id} {col.name}: {outcome.error}")
             return
-        cell, calls = cell_of(
-            item,
-            col,
-            spec,
-            result,
-            success=outcome.success,
-            extracted=outcome.extracted,
-            priced=outcome.priced_tokens or 0.0,
-        )
-        stats.new_calls += writer.add(cell, calls)  # type: ignore[attr-defined]
+        cell = Cell.of(outcome, item=item.id, team=col.name)
+        stats.new_calls += writer.add(cell, stored_calls(outcome))  # type: ignore[attr-defined]
         stats.added += 1
         done += 1
         if progress is not None:

@@ -51,7 +51,7 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
                 orchestration_reward(
                     c.success,
                     worker_tokens=c.worker_tokens,
-                    priced_tokens=c.priced,
+                    priced_tokens=c.priced_tokens,
                     agents=len(spec.agents),
                     edges=sum(len(a.depends_on) for a in spec.agents),
                     config=config,
@@ -61,7 +61,7 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
             figures = {
                 "reward": round(reward, 4),
                 "accuracy": round(sum(c.success for c in cells) / len(cells), 4),
-                "cost": round(sum(c.priced for c in cells) / len(cells), 1),
+                "cost": round(sum(c.priced_tokens for c in cells) / len(cells), 1),
                 "n": len(cells),
             }
             if best is None or reward > best[0]:
@@ -69,7 +69,7 @@ def choose_fixed_teams(root: Path) -> dict[str, Any]:
         if best is None:
             raise ValueError(f"{path}: no item has a cell for every team of {teams}")
         alone = large_alone(t for t in table.teams if t in complete)
-        large = [table.cells[(i, alone)].priced for i in items
+        large = [table.cells[(i, alone)].priced_tokens for i in items
                  if alone is not None and (i, alone) in table.cells]  # fmt: skip
         out[kind.value] = {
             "team": best[1],

@@ -35,7 +35,7 @@ def summarize(table: Table) -> dict[str, Any]:
             "accuracy": round(correct / n, 4) if n else None,
             "ci95": [round(x, 4) for x in wilson_interval(correct, n)] if n else None,
             "mean_worker_tokens": round(sum(c.worker_tokens for c in cells) / n, 1) if n else None,
-            "mean_priced": round(sum(c.priced for c in cells) / n, 2) if n else None,
+            "mean_priced": round(sum(c.priced_tokens for c in cells) / n, 2) if n else None,
             "failed_runs": sum(c.status != "succeeded" for c in cells),
         }
     return {

@@ -38,17 +38,22 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict, Field
 
 from lemon import atomic
+from lemon.engine.results import RunStatus
 from lemon.jsonl import drop_torn_tail, json_lines
+from lemon.orchestration import AgentRun, ItemOutcome
+from lemon.spec.models import Spec
 
 __all__ = [
     "FORMAT",
     "Cell",
+    "CellAgent",
     "StoredCall",
     "Table",
     "TableError",
     "TableMeta",
     "TableMismatch",
     "TierModel",
+    "stored_calls",
 ]
 
 FORMAT = "lemon-outcome-table/v1"
@@ -102,6 +107,20 @@ class StoredCall:
     completion_tokens: int
     finish: str
 
+    @classmethod
+    def of(cls, agent: AgentRun) -> StoredCall:
+        """The worker call that answered ``agent`` (it must have a key)."""
+        if agent.key is None:
+            raise ValueError(f"agent {agent.name!r} has no call key to store its call under")
+        return cls(
+            key=agent.key,
+            tier=agent.tier,
+            text=agent.output,
+            prompt_tokens=agent.prompt_tokens,
+            completion_tokens=agent.completion_tokens,
+            finish=agent.finish or "stop",
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "key": self.key,
@@ -113,8 +132,23 @@ class StoredCall:
         }
 
 
+def stored_calls(outcome: ItemOutcome) -> list[StoredCall]:
+    """The worker calls ``outcome``'s cell reads (what ``calls.jsonl`` stores of them)."""
+    return [StoredCall.of(a) for a in outcome.agent_runs if a.answered and a.key is not None]
+
+
+CellAgent = tuple[str, str, str | None, int, int]
+"""(name, tier, call key or None for a tool or an agent that never answered, prompt tokens,
+completion tokens): one agent of a cell, as ``cells.jsonl`` writes it."""
+
+
 @dataclass(slots=True)
 class Cell:
+    """One (item, team) outcome: the table's projection of the run's
+    :class:`~lemon.orchestration.ItemOutcome` (:meth:`of`), and back (:meth:`outcome`). The
+    fields carry the record's names; ``cells.jsonl`` keeps its own keys (``tokens`` for
+    ``tokens_by_tier``, ``priced`` for ``priced_tokens``)."""
+
     item: str
     team: str
     success: float
@@ -122,18 +156,76 @@ class Cell:
     answer: str | None
     status: str
     error: str | None
-    tokens: dict[str, int]
+    tokens_by_tier: dict[str, int]
     """Worker tokens (prompt + completion) per tier."""
-    priced: float
+    priced_tokens: float
     """Tier-priced worker tokens (the table's prices)."""
-    agents: list[tuple[str, str, str | None, int, int]]
-    """(name, tier, call key or None for a tool or an agent that never answered, prompt
-    tokens, completion tokens) per agent, in the spec's order."""
+    agents: list[CellAgent]
+    """Every agent, in the spec's order (:data:`CellAgent`)."""
     wall_s: float = 0.0
+
+    @classmethod
+    def of(cls, outcome: ItemOutcome, *, item: str, team: str) -> Cell:
+        """``outcome`` as ``team``'s cell of ``item``. Every worker answer a cell reads is named
+        by the content key the call cache (or the table) gave it as it answered: a table is
+        built on backends wrapped by one of them, and an answered agent without a key is a
+        ``ValueError``."""
+        for agent in outcome.agent_runs:
+            if agent.answered and agent.key is None:
+                raise ValueError(
+                    f"{item} {team}: agent {agent.name!r} has no call key (a table is built on "
+                    "backends wrapped by the call cache or the table)"
+                )
+        return cls(
+            item=item,
+            team=team,
+            success=outcome.success,
+            extracted=outcome.extracted,
+            answer=outcome.answer,
+            status=outcome.status.value,
+            error=outcome.error,
+            tokens_by_tier=outcome.tokens_by_tier,
+            priced_tokens=outcome.priced_tokens or 0.0,
+            agents=[
+                (a.name, a.tier, a.key, a.prompt_tokens, a.completion_tokens)
+                for a in outcome.agent_runs
+            ],
+            wall_s=outcome.wall_s,
+        )
+
+    def outcome(self, *, spec: Spec, policy_priced_tokens: float = 0.0) -> ItemOutcome:
+        """The cell as the record it was projected from, for ``spec`` (the team's spec, whose
+        structure R_orch counts). What the table does not keep stays at its default: the
+        agents' outputs (``calls.jsonl`` holds them), the failure kind, the calls made."""
+        return ItemOutcome(
+            valid=True,
+            success=self.success,
+            worker_tokens=self.worker_tokens,
+            priced_tokens=self.priced_tokens,
+            policy_priced_tokens=policy_priced_tokens,
+            agents=len(spec.agents),
+            edges=sum(len(a.depends_on) for a in spec.agents),
+            answer=self.answer,
+            extracted=self.extracted,
+            agent_runs=tuple(
+                AgentRun(
+                    name=name,
+                    tier=tier,
+                    prompt_tokens=prompt,
+                    completion_tokens=completion,
+                    answered=key is not None,
+                    key=key,
+                )
+                for name, tier, key, prompt, completion in self.agents
+            ),
+            status=RunStatus(self.status),
+            error=self.error,
+            wall_s=self.wall_s,
+        )
 
     @property
     def worker_tokens(self) -> int:
-        return sum(self.tokens.values())
+        return sum(self.tokens_by_tier.values())
 
     @property
     def keys(self) -> list[str]:
@@ -148,9 +240,9 @@ class Cell:
             "answer": self.answer,
             "status": self.status,
             "error": self.error,
-            "tokens": self.tokens,
+            "tokens": self.tokens_by_tier,
             "worker_tokens": self.worker_tokens,
-            "priced": round(self.priced, 3),
+            "priced": round(self.priced_tokens, 3),
             "agents": [list(a) for a in self.agents],
             "wall_s": round(self.wall_s, 3),
         }
@@ -165,8 +257,8 @@ class Cell:
             answer=data.get("answer"),
             status=str(data["status"]),
             error=data.get("error"),
-            tokens={str(k): int(v) for k, v in dict(data["tokens"]).items()},
-            priced=float(data["priced"]),
+            tokens_by_tier={str(k): int(v) for k, v in dict(data["tokens"]).items()},
+            priced_tokens=float(data["priced"]),
             agents=[
                 (str(a[0]), str(a[1]), None if a[2] is None else str(a[2]), int(a[3]), int(a[4]))
                 for a in data["agents"]

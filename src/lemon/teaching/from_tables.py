@@ -1,8 +1,10 @@
 """Teacher rows from an outcome table: per item, the team with the best R_orch at full cost.
 
 For every item of a (train) table and every candidate team it holds, R_orch
-(:mod:`lemon.reward`) of the team's recorded outcome: success, the workers' tier-priced tokens,
-and the tokens the policy itself would spend writing that team's spec (its prompt and the
+(:mod:`lemon.reward`) of the team's recorded outcome (the cell read back as the
+:class:`~lemon.orchestration.ItemOutcome` it was projected from,
+:meth:`lemon.tables.store.Cell.outcome`): success, the workers' tier-priced tokens, and the
+tokens the policy itself would spend writing that team's spec (its prompt and the
 spec's canonical text, priced at the policy's price), structure. The best team (ties: the
 first in the table's team order) becomes the item's SFT row, in the chosen prompt format. Items
 where no team succeeded say nothing about which team pays: they are dropped (``min_success``)
@@ -28,11 +30,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lemon.orchestration import ItemOutcome
 from lemon.policy.columns import column
 from lemon.policy.prompt import PROMPT_FORMAT, policy_messages, spec_completion
-from lemon.reward import RewardConfig, orchestration_reward
+from lemon.reward import RewardConfig, orchestration_rewards
 from lemon.tables.store import Table
 from lemon.tasks import classify_task, task_text
+from lemon.teaching.rows import outcome_facts
 
 __all__ = ["TableTeacher", "estimate_tokens", "table_teacher_rows", "weighted_copies"]
 
@@ -92,7 +96,7 @@ def table_teacher_rows(
         task = task_text(item)
         kind = classify_task(task)
         messages = policy_messages(task, format=prompt_format, cost_weight=weight)
-        scored: list[tuple[float, str, Any]] = []
+        scored: list[tuple[float, str, tuple[str, ItemOutcome, int]]] = []
         for team in names:
             col = column(team)
             if not col.applies_to(kind):
@@ -102,27 +106,20 @@ def table_teacher_rows(
             spec = col.spec(kind)
             completion = spec_completion(spec, col.output)
             policy_tokens = count_tokens(messages, completion)
-            reward = orchestration_reward(
-                cell.success,
-                worker_tokens=cell.worker_tokens,
-                priced_tokens=cell.priced,
-                policy_priced_tokens=policy_tokens * policy_price,
-                agents=len(spec.agents),
-                edges=sum(len(a.depends_on) for a in spec.agents),
-                config=config,
-            )
-            scored.append((reward, team, (spec, completion, cell, policy_tokens)))
+            outcome = cell.outcome(spec=spec, policy_priced_tokens=policy_tokens * policy_price)
+            (reward,) = orchestration_rewards([outcome], config=config)
+            scored.append((reward, team, (completion, outcome, policy_tokens)))
         if not scored:
             continue
         best = max(scored, key=lambda s: s[0])
-        _, best_team, (_, _, best_cell, _) = best
-        if best_cell.success < min_success:
+        _, best_team, (_, best_outcome, _) = best
+        if best_outcome.success < min_success:
             out.dropped += 1
             continue
         out.chosen[best_team] = out.chosen.get(best_team, 0) + 1
         candidates = {team: round(r, 6) for r, team, _ in scored}
         worst = min(r for r, _, _ in scored)
-        for reward, team, (_, completion, cell, policy_tokens) in (
+        for reward, team, (completion, outcome, policy_tokens) in (
             scored if cost_sensitive else [best]
         ):
             provenance = {
@@ -131,9 +128,7 @@ def table_teacher_rows(
                 "benchmark": table.meta.benchmark,
                 "chosen": team,
                 "reward": round(reward, 6),
-                "success": cell.success,
-                "worker_tokens": cell.worker_tokens,
-                "priced_tokens": round(cell.priced, 3),
+                **outcome_facts(outcome),
                 "policy_tokens": policy_tokens,
                 "candidates": candidates,
             }

@@ -7,7 +7,9 @@ prompt is :func:`lemon.policy.prompt.policy_messages`, the completion the canoni
      "content": CANONICAL_SPEC_YAML}], "provenance": {...}}
 
 Rows are appended as items finish and items already in the output are skipped, so an
-interrupted run resumes where it stopped (:class:`lemon.jsonl.RecordFile`).
+interrupted run resumes where it stopped (:class:`lemon.jsonl.RecordFile`). What a row's
+provenance says of an executed team is a projection of its
+:class:`~lemon.orchestration.ItemOutcome` (:func:`outcome_facts`), the same for both teachers.
 """
 
 from __future__ import annotations
@@ -19,13 +21,24 @@ from typing import Any
 
 from lemon.data.items import Item
 from lemon.jsonl import RecordFile
+from lemon.orchestration import ItemOutcome
 from lemon.policy.prompt import policy_messages, spec_completion
 from lemon.spec.models import Spec
 
-__all__ = ["Progress", "TeacherStats", "sft_row", "write_rows"]
+__all__ = ["Progress", "TeacherStats", "outcome_facts", "sft_row", "write_rows"]
 
 Progress = Callable[[int, int], None]
 """Called with (items finished, items in all) as each item finishes."""
+
+
+def outcome_facts(outcome: ItemOutcome) -> dict[str, Any]:
+    """What a teacher row records of an executed team: ``success``, ``worker_tokens`` and
+    ``priced_tokens`` (rounded to 0.001)."""
+    return {
+        "success": outcome.success,
+        "worker_tokens": outcome.worker_tokens,
+        "priced_tokens": round(outcome.priced_tokens or 0.0, 3),
+    }
 
 
 def sft_row(item_id: str, task: str, spec: Spec, provenance: Mapping[str, Any]) -> dict[str, Any]:

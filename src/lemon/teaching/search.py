@@ -30,7 +30,7 @@ from lemon.spec.models import Capacity, Spec
 from lemon.spec.mutations import mutations
 from lemon.spec.validation import parse_spec
 from lemon.tasks import TaskKind, classify_task, task_text
-from lemon.teaching.rows import Progress, TeacherStats, sft_row, write_rows
+from lemon.teaching.rows import Progress, TeacherStats, outcome_facts, sft_row, write_rows
 
 __all__ = ["Candidate", "SearchSettings", "candidate_specs", "search_teacher", "team_shape"]
 
@@ -130,8 +130,8 @@ async def search_teacher(
                 outcome = await item_outcome(item, result, spec=candidate.spec, prices=prices)
                 stats.executions += 1
                 stats.reused_calls += result.reused_calls
-                stats.cache_hits += result.cache_hits
-                valid = result.status == "succeeded"
+                stats.cache_hits += outcome.cache_hits
+                valid = outcome.status == "succeeded"
                 reward = (
                     orchestration_rewards([outcome], config=settings.rewards)[0]
                     if valid
@@ -141,10 +141,8 @@ async def search_teacher(
                     {
                         "origin": candidate.origin,
                         "reward": round(reward, 6),
-                        "success": outcome.success,
-                        "worker_tokens": outcome.worker_tokens,
-                        "priced_tokens": round(outcome.priced_tokens or 0.0, 3),
-                        "status": result.status,
+                        **outcome_facts(outcome),
+                        "status": outcome.status,
                     }
                 )
                 if best is None or reward > best[0]:
