@@ -45,7 +45,6 @@ __all__ = [
     "journaled_submission",
     "namespace_budget_state",
     "refusal_report",
-    "response_bytes",
     "run_event",
     "run_request",
     "run_response",
@@ -357,14 +356,6 @@ def journaled_submission(wire: bytes, *, dispatcher: Dispatcher) -> Submission:
     return submission(pb.SubmitRunRequest.FromString(wire), dispatcher=dispatcher)
 
 
-def response_bytes(record: RunRecord) -> bytes:
-    """A finished run's result as the journal keeps it (a serialized ``RunResponse``)."""
-    if record.result is None:
-        return record.response
-    wire: bytes = run_response(record.result, request_id=record.run_id).SerializeToString()
-    return wire
-
-
 def run_state(
     record: RunRecord, *, created: bool = False, trace_bytes: int | None = None
 ) -> pb.RunState:
@@ -379,7 +370,7 @@ def run_state(
     )
     if record.result is not None:
         state.result.CopyFrom(run_response(record.result, request_id=record.run_id))
-    elif record.response:  # read back from the run journal after a restart
+    elif record.response:  # read back from a version-1 run journal after a restart
         state.result.ParseFromString(record.response)
     if state.result.HasField("budget"):
         state.budget.CopyFrom(state.result.budget)

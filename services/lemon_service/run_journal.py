@@ -12,8 +12,11 @@ each before the server goes on:
    call. A run still ``queued`` in the journal has called nothing, so a restarted server starts
    it (once); a run still ``running`` may have reached its tiers, so it is failed with
    :attr:`~lemon.engine.results.FailureKind.INTERRUPTED` and never started again.
-3. **finished**: phase, error, failure kind, the response (``lemon.v1.RunResponse``, serialized)
-   and the bounded trace, so ``GetRun`` answers a restarted server as it did before.
+3. **finished**: phase, error, failure kind, the engine's result as its one JSON record
+   (:meth:`lemon.orchestration.TaskRun.to_json`, read back by ``TaskRun.from_json``) and the
+   bounded trace, so ``GetRun`` answers a restarted server as it did before.
+   A journal written before (schema version 1) kept the serialized ``lemon.v1.RunResponse``
+   instead (``response``); it is read as it was written.
 
 Durability: each write is a committed transaction (``synchronous=NORMAL`` in WAL mode), which
 survives the process being killed (SIGKILL, OOM, a container restart): the kernel holds the
@@ -47,10 +50,13 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT NOT NULL DEFAULT '',
     failure TEXT,
     response BLOB NOT NULL DEFAULT x'',
-    trace TEXT NOT NULL DEFAULT ''
+    trace TEXT NOT NULL DEFAULT '',
+    result TEXT NOT NULL DEFAULT ''
 )
 """
-_VERSION = 1
+_VERSION = 2
+_MIGRATE_FROM_1 = "ALTER TABLE runs ADD COLUMN result TEXT NOT NULL DEFAULT ''"
+"""Version 1 kept a finished run's ``RunResponse`` bytes only (its rows keep them)."""
 
 
 class JournalError(RuntimeError):
@@ -73,7 +79,12 @@ class JournalEntry:
     error: str
     failure: str | None
     response: bytes
+    """A run finished under schema version 1: its ``lemon.v1.RunResponse``, serialized (empty
+    since: ``result`` holds the run)."""
     trace: tuple[str, ...]
+    result: str = ""
+    """The finished run's :meth:`lemon.orchestration.TaskRun.to_json`, as JSON text (empty: the
+    run has no result, such as one that failed before it ran, or a version-1 row)."""
 
 
 class RunJournal:
@@ -89,11 +100,14 @@ class RunJournal:
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self._db.execute("PRAGMA busy_timeout=5000")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, _VERSION):
+            if version not in (0, 1, _VERSION):
                 raise JournalError(
-                    f"run journal {path}: schema version {version}, this server reads {_VERSION}"
+                    f"run journal {path}: schema version {version}, this server reads 1 and "
+                    f"{_VERSION}"
                 )
             self._db.execute(_SCHEMA)
+            if version == 1:
+                self._db.execute(_MIGRATE_FROM_1)
             self._db.execute(f"PRAGMA user_version={_VERSION}")
         except sqlite3.Error as exc:
             raise JournalError(f"run journal {path}: {exc}") from None
@@ -143,13 +157,16 @@ class RunJournal:
         phase: str,
         error: str,
         failure: str | None,
-        response: bytes,
+        result: str,
         trace: Iterable[str],
+        response: bytes = b"",
     ) -> None:
+        """A run finished: ``result`` is its record's JSON text (empty: none); ``response`` only
+        carries over a version-1 run's bytes."""
         self._write(
             "UPDATE runs SET phase = ?, finished_at = ?, error = ?, failure = ?, response = ?, "
-            "trace = ? WHERE run_id = ?",
-            (phase, time.time(), error, failure, response, "\n".join(trace), run_id),
+            "trace = ?, result = ? WHERE run_id = ?",
+            (phase, time.time(), error, failure, response, "\n".join(trace), result, run_id),
         )
 
     def forget(self, run_ids: Iterable[str]) -> None:
@@ -166,7 +183,7 @@ class RunJournal:
         try:
             rows = self._db.execute(
                 "SELECT run_id, source, fingerprint, request, phase, accepted_at, finished_at, "
-                "error, failure, response, trace FROM runs ORDER BY accepted_at"
+                "error, failure, response, trace, result FROM runs ORDER BY accepted_at"
             ).fetchall()
         except sqlite3.Error as exc:
             raise JournalError(f"run journal {self.path}: cannot read: {exc}") from None
@@ -183,6 +200,7 @@ class RunJournal:
                 failure=row[8],
                 response=bytes(row[9]),
                 trace=tuple(row[10].split("\n")) if row[10] else (),
+                result=row[11],
             )
             for row in rows
         ]

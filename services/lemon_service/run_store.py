@@ -133,8 +133,8 @@ class RunRecord:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     response: bytes = b""
-    """A run read back from the journal: its ``lemon.v1.RunResponse``, serialized (``result``
-    is None then: the engine's result lived in the server that ran it)."""
+    """A run read back from a journal written by schema version 1: its ``lemon.v1.RunResponse``,
+    serialized (``result`` is None then). A newer journal keeps the result itself."""
     stored_trace: tuple[str, ...] = ()
     """A run read back from the journal: its trace's JSONL lines, as bounded when it finished."""
     on_finish: Callable[[RunRecord], None] | None = None
@@ -206,8 +206,6 @@ def bound_lines(lines: Sequence[str], *, max_bytes: int) -> list[str]:
     return [*kept, json.dumps(encode_event(truncated)), *tail]
 
 
-ResponseEncoder = Callable[[RunRecord], bytes]
-"""A finished run's ``lemon.v1.RunResponse`` as bytes (:func:`lemon_service.convert`)."""
 SubmissionDecoder = Callable[[bytes], Submission]
 """A journaled request's wire bytes as a checked :class:`Submission` again."""
 
@@ -223,14 +221,12 @@ class RunStore:
         retention_s: float,
         max_runs: int,
         journal: RunJournal | None = None,
-        encode: ResponseEncoder | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.pool = pool
         self.retention_s = retention_s
         self.max_runs = max_runs
         self.journal = journal
-        self._encode = encode
         self._runs: dict[str, RunRecord] = {}
         self._expiry: list[tuple[float, int, RunRecord]] = []
         """Finished runs, a heap by finish time: expiring pops the oldest, never scanning all
@@ -328,9 +324,7 @@ class RunStore:
     def _journal_finish(self, record: RunRecord) -> None:
         if self.journal is None:
             return
-        response = record.response
-        if record.result is not None and self._encode is not None:
-            response = self._encode(record)
+        result = json.dumps(record.result.to_json()) if record.result is not None else ""
         trace = record.stored_trace or bounded_trace(
             record.trace.events, max_bytes=DEFAULT_TRACE_BYTES
         )
@@ -340,8 +334,9 @@ class RunStore:
                 phase=record.phase.value,
                 error=record.error,
                 failure=record.failure.value if record.failure is not None else None,
-                response=response,
+                result=result,
                 trace=trace,
+                response=record.response,
             )
         except JournalError as exc:  # the run itself is done; its reader sees it until restart
             log.error("run %s (%s): %s", record.run_id, record.source, exc)
@@ -514,6 +509,8 @@ def _record_of(entry: JournalEntry, *, now: float, wall: float) -> RunRecord:
         record.phase = finished
         record.error = entry.error
         record.failure = FailureKind(entry.failure) if entry.failure else None
+        if entry.result:
+            record.result = TaskRun.from_json(json.loads(entry.result))
         record.response = entry.response
         record.stored_trace = entry.trace
         record.finished = now - max(0.0, wall - (entry.finished_at or wall))

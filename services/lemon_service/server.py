@@ -98,7 +98,6 @@ class Server:
             retention_s=limits.run_retention_s,
             max_runs=limits.max_runs,
             journal=journal,
-            encode=convert.response_bytes,
         )
         servicer = OrchestratorServicer(self.dispatcher, runs=self.runs)
         pb_grpc.add_OrchestratorServicer_to_server(servicer, self.grpc)  # type: ignore[no-untyped-call]

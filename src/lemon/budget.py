@@ -240,8 +240,8 @@ class BudgetEstimate:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "tokens": round(self.tokens, 1),
-            "cost": round(self.cost, 1),
+            "tokens": self.tokens,
+            "cost": self.cost,
             "source": self.source,
             "basis": self.basis,
         }
@@ -293,9 +293,11 @@ class BudgetUse:
     3600 s)``), else None."""
 
     def to_json(self) -> dict[str, Any]:
+        """The account as a run's JSON carries it, unrounded (:meth:`from_json` reads it back
+        equal); ``limits_source`` only where the limits came from elsewhere than ``budget``."""
         data: dict[str, Any] = {
             "limits": self.budget.to_json() if self.budget is not None else None,
-            "spent": {"tokens": self.tokens, "cost": round(self.cost, 3), "wall_s": self.wall_s},
+            "spent": {"tokens": self.tokens, "cost": self.cost, "wall_s": self.wall_s},
             "reason": self.reason,
             "estimate": self.estimate.to_json() if self.estimate is not None else None,
             "replaced": self.replaced,

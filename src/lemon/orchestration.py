@@ -111,11 +111,28 @@ class TaskRun(RunResult):
             "spec_choice": self.spec_choice.value,
             "priced_tokens": round(self.priced_tokens, 3),
             "cost_unit": COST_UNIT,
-            "tier_prices": self.tier_prices.to_json(),
+            "tier_prices": self.tier_prices.model_dump(),  # unrounded: from_json prices alike
         }
         if self.policy is not None and self.policy.attempts:
             data["policy"] = self.policy.to_json()
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskRun:
+        """The run :meth:`to_json` wrote (what the service's run journal keeps), without the
+        policy's decision: the JSON says what its attempts were, not the spec objects they
+        made, so ``policy`` reads back None."""
+        engine = RunResult.from_json(data)
+        return cls(
+            **{name: getattr(engine, name) for name in _RESULT_FIELDS},
+            spec_origin=str(data.get("spec_origin", "")),
+            spec_choice=SpecChoice(data.get("spec_choice", SpecChoice.SPEC.value)),
+            profile=str(data.get("profile", "")),
+            profile_note=str(data.get("profile_note", "")),
+            tier_prices=TierPrices.model_validate(data["tier_prices"])
+            if "tier_prices" in data
+            else DEFAULT_TIER_PRICES,
+        )
 
 
 @dataclass(frozen=True, slots=True)

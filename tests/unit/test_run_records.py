@@ -93,13 +93,16 @@ def _outcome(answer: str | None) -> ItemOutcome:
 
 def test_a_run_with_a_tool_a_failed_agent_and_a_budget_reads_back_equal() -> None:
     run = _result(None)
+    run.wall_s = 2 / 3  # nothing rounds on the way
     run.budget = BudgetUse(
         Budget(tokens=2000, cost=800.5, source="--budget"),
         tokens=150,
-        cost=325.0,
+        cost=325.0 / 3,
         wall_s=1.75,
         reason="tokens: 2000 worker tokens spent",
-        estimate=BudgetEstimate(tokens=180.5, cost=340.2, source="upper_bound", basis="3 agents"),
+        estimate=BudgetEstimate(
+            tokens=180.55, cost=340.0 / 7, source="upper_bound", basis="3 agents"
+        ),
         replaced="the template's estimate 2500 tokens",
         scope="shared",
         shared="LemonBudget team/a (tokens=5000 per 3600 s)",

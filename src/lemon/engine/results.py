@@ -2,9 +2,9 @@
 
 :meth:`RunResult.to_json` is the one JSON form of a run (``lemon run --json``, the service's run
 journal) and :meth:`RunResult.from_json` reads it back: ``RunResult.from_json(r.to_json()) ==
-r`` for a run whose times are already rounded as written (0.1 ms). The derived totals the JSON
-also carries (``tokens``, ``tokens_by_tier``, ``calls``, ``cache_hits``) are recomputed from the
-agents when read.
+r``, times unrounded (a renderer rounds what it shows). The derived totals the JSON also carries
+(``tokens``, ``tokens_by_tier``, ``calls``, ``cache_hits``) are recomputed from the agents when
+read.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class AgentResult:
             "model": self.model,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
-            "latency_s": round(self.latency_s, 4),
+            "latency_s": self.latency_s,
             "status": self.status.value,
             "output": self.output,
             "attempts": self.attempts,
@@ -110,8 +110,8 @@ class AgentResult:
             "tool": self.tool,
             "finish_reason": self.finish_reason,
             "call_key": self.call_key,
-            "started_s": _round(self.started_s),
-            "finished_s": _round(self.finished_s),
+            "started_s": self.started_s,
+            "finished_s": self.finished_s,
         }
 
     @classmethod
@@ -138,10 +138,6 @@ class AgentResult:
             failure=_failure(data.get("failure")),
             call_key=data.get("call_key"),
         )
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -209,7 +205,7 @@ class RunResult:
             "agents": [agent.to_json() for agent in self.agents],
             "tokens": self.tokens(),
             "tokens_by_tier": self.tokens_by_tier(),
-            "wall_s": round(self.wall_s, 4),
+            "wall_s": self.wall_s,
             "status": self.status.value,
             "error": self.error,
             "failure": self.failure.value if self.failure is not None else None,
