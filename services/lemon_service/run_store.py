@@ -231,7 +231,7 @@ class RunStore:
         self._expiry: list[tuple[float, int, RunRecord]] = []
         """Finished runs, a heap by finish time: expiring pops the oldest, never scanning all
         the runs held (a sort of every run on each submit cost a fifth of the server's CPU at
-        4,096 runs: ``benchmarks/results/grpc-cpu/submit/``)."""
+        4,096 runs; docs/grpc.md has the measurement)."""
         self._order = itertools.count()
         self._closing = False
 

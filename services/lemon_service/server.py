@@ -188,7 +188,7 @@ def run_serving(main: Coroutine[Any, Any, None], *, event_loop: str = "auto") ->
     grpc.aio runs on any asyncio loop. uvloop's (libuv, Cython) runs the service's callbacks
     (the engine's timers, the gRPC completions) at less CPU each: on the 2-core benchmark
     machine the server's CPU per request fell by 10-20% and the p99 under 64 clients with it
-    (docs/grpc.md, ``benchmarks/results/grpc-cpu/``)."""
+    (docs/grpc.md has the measurement)."""
     try:
         name = event_loop_name(event_loop)
     except SettingsError:

@@ -123,9 +123,6 @@ def test_names_do_not_mislead() -> None:
 
 
 PRODUCT = ("src/lemon", "operator/lemon_operator", "services", "training_jobs/lemon_train")
-# Docstrings in services/ that still name a results folder; services/ is being reworked under
-# issue 46, which rewords them (then these entries go, and the test holds them to it).
-_NOT_YET = {"services/lemon_service/run_store.py", "services/lemon_service/server.py"}
 
 
 def test_product_code_names_no_benchmarks_or_experiments_path() -> None:
@@ -141,13 +138,11 @@ def test_product_code_names_no_benchmarks_or_experiments_path() -> None:
         f"{path.relative_to(root)}:{number}"
         for folder in PRODUCT
         for path in (root / folder).rglob("*.py")
-        if path.relative_to(root).as_posix() not in {"src/lemon/cli/bench.py", *_NOT_YET}
+        if path.relative_to(root).as_posix() != "src/lemon/cli/bench.py"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if path_like.search(line)
     )
     assert named == []
-    for waived in _NOT_YET:  # the waiver lapses once the path is gone from the file
-        assert path_like.search((root / waived).read_text(encoding="utf-8")), waived
 
 
 def _project_modules() -> dict[str, Path]:
