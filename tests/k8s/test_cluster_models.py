@@ -73,7 +73,8 @@ def _watch_until_succeeded(cluster: LocalCluster, name: str, *, timeout: float) 
 def test_the_example_manifests_run_on_the_embedded_tiers(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "-f", str(ROOT / "examples" / "k8s"))
     lines = _watch_until_succeeded(cluster, "natalia-team", timeout=900)
-    header = ["NAME", "PHASE", "ANSWER", "TOKENS", "COST", "(TIER-PRICED", "TOKENS)", "AGE"]
+    header = ["NAME", "PHASE", "ANSWER", "TOKENS", "COST", "(TIER-PRICED", "TOKENS)", "BUDGET"]
+    header += ["SPENT", "AGE"]
     assert lines[0].split() == header, lines
     assert lines[-1].split()[:2] == ["natalia-team", "Succeeded"], (
         "\n".join(lines) + cluster.output()

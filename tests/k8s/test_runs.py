@@ -222,14 +222,20 @@ def test_run_from_profile_to_answer(
         assert agent["model"] == report.model
         assert agent["status"] == "succeeded"
     assert status["tokens"]["total"] == reported.tokens.total > 0
-    expected = sum(agent["tokens"] * PRICES[agent["tier"]] for agent in status["agents"])
+    # in tier-priced tokens: each tier's costPerToken relative to the medium tier's
+    relative = {tier: price / PRICES["medium"] for tier, price in PRICES.items()}
+    expected = sum(agent["tokens"] * relative[agent["tier"]] for agent in status["agents"])
     assert status["cost"] == pytest.approx(expected)
+    assert status["costUnit"] == "tier-priced tokens"
     assert status["spec"] == reported.spec
     assert cluster.executions(uid) == 1
 
     # kubectl shows it; the trace is readable with kubectl and lemon trace.
     table = cluster.kubectl("get", "lrun", "first", "-n", cluster.namespace).stdout.splitlines()
-    assert table[0].split() == ["NAME", "PHASE", "ANSWER", "TOKENS", "AGE"]
+    assert table[0].split() == [
+        "NAME", "PHASE", "ANSWER", "TOKENS", "COST", "(TIER-PRICED", "TOKENS)", "BUDGET", "SPENT",
+        "AGE",
+    ]  # fmt: skip
     assert "Succeeded" in table[1]
     assert str(status["tokens"]["total"]) in table[1]
     trace = cluster.kubectl(
@@ -318,11 +324,11 @@ def test_spec_is_validated_by_the_crd(cluster: Cluster) -> None:
 def test_explain_describes_every_field(kubectl: Kubectl) -> None:
     out = kubectl("explain", "lemonrun.spec").stdout
     for field in ("task", "specRef", "spec", "policyRef", "profile", "deadlineSeconds",
-                  "maxTokens", "ttlSecondsAfterFinished"):  # fmt: skip
+                  "maxTokens", "ttlSecondsAfterFinished", "budget"):  # fmt: skip
         assert re.search(rf"^\s+{field}\s", out, re.MULTILINE), field
     assert "at most one of specRef, spec, policyRef" in out
     fields = re.findall(r"^  (\w+)\s+<", out, re.MULTILINE)
-    assert len(fields) == 8
+    assert len(fields) == 9
     described = kubectl("explain", "lemonrun.status.agents").stdout
     assert "latencySeconds" in described
 

@@ -254,9 +254,12 @@ def test_success_publishes_one_version_and_rolls_the_policy(
     table = kubectl("get", "ltrain", "-n", ns).stdout
     assert table.split("\n")[0].split()[:5] == ["NAME", "STAGE", "POLICY", "PHASE", "VERSION"]
     assert table.split("\n")[1].split()[:5] == ["sft-1", "sft", "router", "Succeeded", version]
-    table = kubectl("get", "lpol", "-n", ns).stdout
-    assert table.split("\n")[0].split()[:4] == ["NAME", "SERVED", "VERSIONS", "READY"]
-    assert table.split("\n")[1].split()[:3] == ["router", "base", "2"]
+    head, row = kubectl("get", "lpol", "-n", ns).stdout.split("\n")[:2]
+    assert head.split()[:5] == ["NAME", "DEFAULT", "SERVED", "VERSIONS", "READY"]
+    served, listed = head.index("SERVED"), head.index("VERSIONS")  # DEFAULT is blank here
+    assert (row.split()[0], row[served:listed].strip(), row[listed:].split()[0]) == (
+        "router", "base", "2",
+    )  # fmt: skip
 
     # Deleting the policy takes its InferenceService along (without a garbage collector here).
     kubectl("delete", "lpol", "router", "-n", ns, "--timeout=60s")

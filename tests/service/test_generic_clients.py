@@ -30,7 +30,7 @@ def test_grpcurl_lists_and_describes_through_reflection(scripted_server: ServePr
         f"lemon.v1.Orchestrator.{name}"
         for name in (
             "CancelRun", "ExecuteSpec", "GetRun", "Orchestrate", "StreamOrchestrate",
-            "SubmitRun", "ValidateSpec",
+            "SubmitRun", "SyncNamespaceBudget", "ValidateSpec",
         )
     ]  # fmt: skip
     method = grpcurl(
