@@ -79,7 +79,11 @@ def tier_tokens(tier: OpenAIServer) -> list[int]:
 
 def finished(cluster: Cluster, name: str) -> dict[str, Any]:
     cluster.wait(
-        lambda: cluster.phase(name) in ("Succeeded", "Failed"), what=f"{name} done", timeout=90
+        # a bound on a hang, not a speed check: the module's first run also waits for the
+        # operator to see the tiers ready, minutes on a loaded two-core machine
+        lambda: cluster.phase(name) in ("Succeeded", "Failed"),
+        what=f"{name} done",
+        timeout=300,
     )
     found = cluster.run(name)
     assert found is not None
