@@ -133,6 +133,7 @@ class HyperParameters(_Config):
     )
     cost_weights: list[float] | None = Field(
         default=None,
+        max_length=32,
         description="GRPO with prompt format lemon-policy-prompt/v3: each task row draws its "
         "cost weight from this list (seeded), states it in the policy's prompt and scores its "
         "rollouts and mutants with R_orch's token_cost set to it, so one policy learns the "
