@@ -304,3 +304,44 @@ def test_a_program_larger_than_a_pipe_buffer_is_fed_whole() -> None:
     result = run(source, SandboxConfig(timeout_s=20, cpu_s=10))
     assert result.passed, result.stderr[-500:]
     assert result.stdout == "big 1\n"
+
+
+def test_a_run_whose_input_never_arrived_runs_again_then_is_the_sandboxs_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under lemon serve's uvloop a program's stdin was sometimes lost on the way: the wrapper
+    ran nothing and the tool answered 'Error: no error message'. Such a run is retried once, and
+    reported as the sandbox's error (the machine's fault) if it happens again."""
+    import asyncio
+
+    from lemon.sandbox import execution
+    from lemon.sandbox.limits import SandboxConfig
+
+    real = execution._feed
+    dropped = []
+
+    async def lose_the_first(stdin: asyncio.StreamWriter, payload: bytes) -> None:
+        if not dropped:
+            dropped.append(payload)
+            stdin.close()  # EOF with nothing written: the input lost
+            return
+        await real(stdin, payload)
+
+    monkeypatch.setattr(execution, "_feed", lose_the_first)
+    config = SandboxConfig(timeout_s=10)
+    result = asyncio.run(execution.run_program("print(6 * 7)", config=config))
+    assert dropped
+    assert result.status is execution.ProgramStatus.PASSED
+    assert result.stdout.strip() == "42"
+
+    async def lose_every(stdin: asyncio.StreamWriter, payload: bytes) -> None:
+        stdin.close()
+
+    monkeypatch.setattr(execution, "_feed", lose_every)
+    failed = asyncio.run(execution.run_program("print(6 * 7)", config=config))
+    assert failed.status is execution.ProgramStatus.SANDBOX_ERROR
+    assert "never reached the sandbox" in failed.stderr
+    # an ordinary program that prints nothing is not mistaken for lost input
+    monkeypatch.setattr(execution, "_feed", real)
+    quiet = asyncio.run(execution.run_program("x = 1", config=config))
+    assert quiet.status is execution.ProgramStatus.PASSED

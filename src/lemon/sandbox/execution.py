@@ -132,7 +132,27 @@ _uid_counter = -1
 
 
 async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
-    """Run one program in the sandbox and wait for it (at most ``config.timeout_s``)."""
+    """Run one program in the sandbox and wait for it (at most ``config.timeout_s``).
+
+    A run whose input never reached the sandbox (the wrapper read an empty stdin: it ran
+    nothing and printed an empty marker; seen about once in a dozen concurrent runs under
+    ``lemon serve``'s uvloop) is the machine's fault, not the program's: it is run once more,
+    and reported as ``SANDBOX_ERROR`` if that happens again, never as the program's output."""
+    result, lost = await _run_once(source, config=config)
+    if lost:
+        result, lost = await _run_once(source, config=config)
+    if lost:
+        return result.model_copy(
+            update={
+                "status": ProgramStatus.SANDBOX_ERROR,
+                "stderr": "the program's input never reached the sandbox (twice)",
+            }
+        )
+    return result
+
+
+async def _run_once(source: str, *, config: SandboxConfig) -> tuple[ProgramResult, bool]:
+    """One run, and whether its input was lost on the way (see :func:`run_program`)."""
     marker = f"LEMON-DONE-{secrets.token_hex(16)}"
     argv = build_command(config, uid=_next_uid(config))
     started = time.monotonic()
@@ -188,6 +208,10 @@ async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
     if completed:
         out = out.rstrip("\n").removesuffix(marker).removesuffix("\n")
     err = stderr.decode("utf-8", "replace")
+    # the wrapper prints the marker it read after running the program: exactly an empty one
+    # (ours is never empty) means it read no input at all; a program that exits early prints
+    # no marker
+    lost = not completed and process.returncode == 0 and not err and out == "\n\n"
     if overflow.is_set():
         status = ProgramStatus.OUTPUT_LIMIT
     elif not completed and err.startswith(("bwrap: ", "setpriv: ")) and not out:
@@ -198,7 +222,7 @@ async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
         status = ProgramStatus.PASSED
     else:
         status = ProgramStatus.FAILED
-    return ProgramResult(
+    result = ProgramResult(
         status=status,
         returncode=process.returncode,
         completed=completed,
@@ -206,6 +230,7 @@ async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
         stderr=err,
         wall_s=wall,
     )
+    return result, lost
 
 
 async def run_programs_async(
