@@ -84,5 +84,9 @@ async def run_python_tool(inputs: Sequence[str], *, timeout_s: float = 10.0) -> 
     stdout = result.stdout.strip()
     if result.passed:
         return ToolResult(stdout or "(the program printed nothing)", ok=True)
-    error = _error_line(result.stderr)
+    error = (
+        _error_line(result.stderr)
+        if result.stderr.strip()
+        else f"the program ended without finishing (exit status {result.returncode})"
+    )
     return ToolResult(f"{stdout}\nError: {error}".strip(), ok=True)

@@ -134,14 +134,16 @@ _uid_counter = -1
 async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
     """Run one program in the sandbox and wait for it (at most ``config.timeout_s``).
 
-    A run whose input never reached the sandbox (the wrapper read an empty stdin: it ran
-    nothing and printed an empty marker; seen about once in a dozen concurrent runs under
-    ``lemon serve``'s uvloop) is the machine's fault, not the program's: it is run once more,
-    and reported as ``SANDBOX_ERROR`` if that happens again, never as the program's output."""
-    result, lost = await _run_once(source, config=config)
-    if lost:
-        result, lost = await _run_once(source, config=config)
-    if lost:
+    A run that ends with no output at all, not even an error (about once in a dozen concurrent
+    runs under ``lemon serve``, its cause not found yet), is run once more: a program that
+    exits early without a word does so again, and keeps its result; a transient fault does
+    not. A run whose input never reached the sandbox (the wrapper read an empty stdin and
+    printed an empty marker) twice is the machine's fault, ``SANDBOX_ERROR``, never the
+    program's output."""
+    result, silent = await _run_once(source, config=config)
+    if silent:
+        result, silent = await _run_once(source, config=config)
+    if silent and result.stdout == "\n\n":
         return result.model_copy(
             update={
                 "status": ProgramStatus.SANDBOX_ERROR,
@@ -152,7 +154,8 @@ async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
 
 
 async def _run_once(source: str, *, config: SandboxConfig) -> tuple[ProgramResult, bool]:
-    """One run, and whether its input was lost on the way (see :func:`run_program`)."""
+    """One run, and whether it ended silent: not run to its end, nothing on stdout or stderr
+    (see :func:`run_program`)."""
     marker = f"LEMON-DONE-{secrets.token_hex(16)}"
     argv = build_command(config, uid=_next_uid(config))
     started = time.monotonic()
@@ -209,9 +212,8 @@ async def _run_once(source: str, *, config: SandboxConfig) -> tuple[ProgramResul
         out = out.rstrip("\n").removesuffix(marker).removesuffix("\n")
     err = stderr.decode("utf-8", "replace")
     # the wrapper prints the marker it read after running the program: exactly an empty one
-    # (ours is never empty) means it read no input at all; a program that exits early prints
-    # no marker
-    lost = not completed and process.returncode == 0 and not err and out == "\n\n"
+    # (ours is never empty) means it read no input at all
+    silent = not completed and not err and out.strip("\n") == ""
     if overflow.is_set():
         status = ProgramStatus.OUTPUT_LIMIT
     elif not completed and err.startswith(("bwrap: ", "setpriv: ")) and not out:
@@ -230,7 +232,7 @@ async def _run_once(source: str, *, config: SandboxConfig) -> tuple[ProgramResul
         stderr=err,
         wall_s=wall,
     )
-    return result, lost
+    return result, silent
 
 
 async def run_programs_async(
