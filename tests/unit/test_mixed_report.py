@@ -77,7 +77,7 @@ def report(root: Path) -> dict[str, object]:
 
 
 def test_choices_are_made_on_train(report: dict) -> None:  # type: ignore[type-arg]
-    svamp, aqua = report["benchmarks"]["svamp"], report["benchmarks"]["aqua"]
+    svamp, aqua = report["svamp"], report["aqua"]
     # one team every benchmark runs: single-large (0.5 and 0.4) beats single-small (0.2, 0)
     assert report["best_fixed_team"] == "single-large"
     assert (svamp["max_expert_team"], aqua["max_expert_team"]) == ("pot-large", "quick-large")
@@ -87,7 +87,7 @@ def test_choices_are_made_on_train(report: dict) -> None:  # type: ignore[type-a
 
 
 def test_replicated_oracle_by_hand(report: dict) -> None:  # type: ignore[type-arg]
-    svamp = report["benchmarks"]["svamp"]
+    svamp = report["svamp"]
     # items 0,1,2,4,6,8 have a team right twice (cheapest: small 10, pot 50, pot 50, large
     # 100, large 100, large 100); 3,5,7,9 go to the max expert pot-large (right on 3 and 5,
     # by its greedy answer alone), at its cost 50
@@ -104,7 +104,7 @@ def test_replicated_oracle_by_hand(report: dict) -> None:  # type: ignore[type-a
 
 
 def test_headroom_and_its_interval(report: dict) -> None:  # type: ignore[type-arg]
-    svamp, aqua, mix = report["benchmarks"]["svamp"], report["benchmarks"]["aqua"], report["mix"]
+    svamp, aqua, mix = report["svamp"], report["aqua"], report["mix"]
     assert svamp["headroom"] == 0.1  # one item (8) of ten, the oracle's only replicated gain
     lo, hi = svamp["headroom_ci95"]
     assert lo == 0.0  # it reaches 0: below the noise on ten items
@@ -119,7 +119,7 @@ def test_headroom_and_its_interval(report: dict) -> None:  # type: ignore[type-a
 
 def test_routers_and_cascade_run_on_each_kind(report: dict) -> None:  # type: ignore[type-arg]
     for bench in ("svamp", "aqua"):
-        entry = report["benchmarks"][bench]
+        entry = report[bench]
         for name in ("knn", "logistic"):
             assert sum(entry[name]["shares"].values()) == pytest.approx(1.0)
         assert entry["cascade"]["cheap_team"] in entry["teams"]

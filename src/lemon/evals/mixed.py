@@ -32,8 +32,9 @@ Per benchmark, on the test items every team answered:
 
 Every method carries its accuracy, its mean full cost (tier-priced tokens), its items, and its
 paired difference from ``best_fixed`` with a 95% interval (:func:`lemon.scoring.stats.
-paired_bootstrap`). ``mix`` repeats each figure over all benchmarks with equal weight per
-benchmark (``pooled``: every item weighs the same). The normalised ``score`` of a method is
+paired_bootstrap`). The report holds each benchmark's figures under its name, ``mix`` repeats
+each figure over all benchmarks with equal weight per benchmark (``pooled``: every item weighs
+the same), and ``benchmarks`` lists the names. The normalised ``score`` of a method is
 (accuracy − hull) / (replicated oracle − hull), the hull being the random mix of the fixed
 teams at the method's cost.
 """
@@ -328,7 +329,7 @@ def mixed_report(
     best_fixed = common[int(np.lexsort((train_cost, -np.round(train_acc, 12)))[0])]
     kinds = _kind_choices(benches, price)
     per: dict[str, dict[str, Figure | None]] = {}
-    report: dict[str, Any] = {"benchmarks": {}}
+    report: dict[str, Any] = {"benchmarks": [b.name for b in benches]}
     for bench in benches:
         expert = _best(bench.train.success, bench.train.cost)
         choice = kinds[bench.kind]
@@ -371,7 +372,7 @@ def mixed_report(
             entry[name] = None if fig is None else _entry(fig, base, seed=seed)
         entry.update(_headroom([(figures, bench)], seed=seed, weights="equal"))
         entry["score"] = _scores(entry, bench)
-        report["benchmarks"][bench.name] = entry
+        report[bench.name] = entry
     report["mix"] = _mix(benches, per, seed=seed, weights="equal")
     report["pooled"] = _mix(benches, per, seed=seed, weights="pooled")
     for part in ("mix", "pooled"):
@@ -562,7 +563,7 @@ METHODS = (
 
 def markdown(report: Mapping[str, Any]) -> str:
     """The report as a markdown table: one row per method, one column per benchmark and mix."""
-    benches = list(report["benchmarks"])
+    benches = list(report["benchmarks"])  # their entries sit at the top level
     cols = [*benches, "mix"]
     head = (
         "Accuracy at mean full cost (tier-priced tokens), and the paired difference from the "
@@ -570,7 +571,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "interval. mix: equal weight per benchmark."
     )
     lines = [head, "", "| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    parts = {**report["benchmarks"], "mix": report["mix"]}
+    parts = {**{b: report[b] for b in report["benchmarks"]}, "mix": report["mix"]}
     for name in METHODS:
         lines.append(f"| {name} | " + " | ".join(_cell(parts[c].get(name)) for c in cols) + " |")
     lines.append(
@@ -585,7 +586,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             else f"{h:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] (n {parts[c]['headroom_n']})"
         )
     lines.append("| **headroom** (replicated oracle − max expert) | " + " | ".join(row) + " |")
-    teams = " | ".join(f"{report['benchmarks'][b]['max_expert_team']}" for b in benches)
+    teams = " | ".join(f"{report[b]['max_expert_team']}" for b in benches)
     lines.append(f"| max expert's team | {teams} | |")
     return "\n".join(lines)
 
@@ -598,7 +599,7 @@ def plot(report: Mapping[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    parts = {**report["benchmarks"], "mix": report["mix"]}
+    parts = {**{b: report[b] for b in report["benchmarks"]}, "mix": report["mix"]}
     fig, axes = plt.subplots(1, len(parts), figsize=(3.2 * len(parts), 3.4), dpi=110, squeeze=False)
     for ax, (name, part) in zip(axes[0], parts.items(), strict=True):
         fixed = part["fixed"]
