@@ -142,10 +142,7 @@ def _catalogue() -> list[Column]:
             name=f"pot-{tier.value}",
             description=f"program of thought: a {tier.value} programmer, its program run in the "
             "sandbox",
-            agents=(
-                _agent("coder", "programmer", tier),
-                _agent("run", "python_executor", S, "coder"),
-            ),
+            agents=_pot("", tier),
             output="run",
             kinds=(TaskKind.MATH,),
         )
@@ -210,11 +207,7 @@ def _catalogue() -> list[Column]:
             name=f"pot-choice-{tier.value}",
             description=f"program of thought on multiple choice: a {tier.value} programmer, its "
             "program run in the sandbox, the option nearest its result picked in code",
-            agents=(
-                _agent("coder", "programmer", tier),
-                _agent("run", "python_executor", S, "coder"),
-                _agent("pick", "option_picker", S, "run"),
-            ),
+            agents=_pot("", tier, pick=True),
             output="pick",
             kinds=(TaskKind.MULTIPLE_CHOICE,),
         )
