@@ -201,14 +201,16 @@ def inference_service_event(
             owner="LemonPolicy" if policy else "LemonCapacityProfile",
             body=None if type == "DELETED" else dict(body),
         )
-    if type is None:  # the initial listing; resume handlers cover what changed while down
-        return
+    # The initial listing (type None) is handled too: the operator may start, or its watch of
+    # InferenceServices restart, after a tier became ready, and a profile whose own handlers
+    # ran before that (created just as the operator started) would otherwise wait for an event
+    # that already passed. Refreshing is idempotent: a status that holds already is not written.
     with metrics.reconciling("InferenceService"):
         _inference_service_changed(type, namespace, name, labels, body)
 
 
 def _inference_service_changed(
-    type: str, namespace: str | None, name: str | None, labels: kopf.Labels, body: kopf.Body
+    type: str | None, namespace: str | None, name: str | None, labels: kopf.Labels, body: kopf.Body
 ) -> None:
     policy = labels.get(manifests.POLICY_LABEL)
     if namespace and policy:
