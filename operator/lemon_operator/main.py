@@ -153,7 +153,9 @@ def pytorch_job_event(
     type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
 ) -> None:
     training = labels.get(manifests.TRAINING_LABEL)
-    if type is None or not namespace or not training:  # initial listing: resume covers it
+    # the initial listing too (see inference_service_event): a job that changed before this
+    # watch began may belong to a training whose own handlers ran before the change
+    if not namespace or not training:
         return
     trainings.reconcile_training(_client(), namespace=namespace, name=training)
 
