@@ -157,3 +157,85 @@ def test_the_shipped_report_is_fresh_and_rebuilds_from_the_tables(tmp_path: Path
     result = run_lemon("report", "--mix", "tables", "--json", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == stored
+
+
+def _records(root: Path, bench: str, team: str, extra_cost: float = 0.0) -> list[dict[str, object]]:
+    """`lemon eval` item records of a policy that writes ``team`` on every test item."""
+    table = Table.open(root / f"{bench}-test")
+    records = []
+    for item in table.meta.items:
+        cell = table.cell(item, team)
+        assert cell is not None
+        records.append(
+            {
+                "id": item,
+                "correct": cell.success >= 0.5,
+                "full_cost": cell.priced_tokens + extra_cost,
+            }
+        )
+    return records
+
+
+def test_a_policy_joins_as_a_method_paired_with_the_fixed_teams_and_the_max_expert(
+    root: Path,
+) -> None:
+    benches = [
+        mixed.load_bench(Table.open(a), Table.open(b))
+        for a, b in mixed.discover(str(root), ["svamp", "aqua"])
+    ]
+    # a policy that writes each benchmark's max expert, paying 5 tokens of its own per item
+    expert = {
+        "svamp": _records(root, "svamp", "pot-large", 5.0),
+        "aqua": _records(root, "aqua", "quick-large", 5.0),
+    }
+    # one that writes single-small everywhere but was run on SVAMP only
+    small = {"svamp": _records(root, "svamp", "single-small")}
+    report = mixed.mixed_report(benches, policies={"expert": expert, "small": small})
+    mix = report["mix"]
+    assert report["policies"] == ["expert", "small"]
+    assert mix["expert"]["accuracy"] == mix["max_expert"]["accuracy"] == 0.65
+    assert mix["expert"]["cost"] == pytest.approx(mix["max_expert"]["cost"] + 5.0)
+    assert mix["expert"]["vs_max_expert"] == 0.0
+    assert mix["expert"]["vs_max_expert_ci95"] == [0.0, 0.0]
+    assert mix["expert"]["vs_best_fixed"] == mix["max_expert"]["vs_best_fixed"]
+    # single-small on SVAMP: 0.2 against single-large's 0.5 and pot-large's 0.7
+    assert report["svamp"]["small"]["vs_best_fixed"] == pytest.approx(-0.3)
+    assert report["svamp"]["small"]["vs_max_expert"] == pytest.approx(-0.5)
+    assert report["aqua"]["small"] is None
+    assert mix["small"] == {"missing": ["aqua"]}
+    assert "expert" in report["svamp"]["score"]
+    assert "| expert |" in mixed.markdown(report)
+    # a policy on part of the items counts on those, paired on the same items
+    half = mixed.policy_figure(benches[0], expert["svamp"][:4])
+    assert list(half.rows) == [0, 1, 2, 3]
+    twice = [*expert["svamp"], expert["svamp"][0]]
+    with pytest.raises(ValueError, match="answered twice"):
+        mixed.mixed_report(benches, policies={"p": {"svamp": twice}})
+    with pytest.raises(ValueError, match="cannot be named 'knn'"):
+        mixed.mixed_report(benches, policies={"knn": expert})
+
+
+def test_lemon_report_mix_reads_a_policys_eval_runs(root: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for bench, team in (("svamp", "pot-large"), ("aqua", "quick-large")):
+        (runs / bench).mkdir(parents=True)
+        lines = [json.dumps(r) for r in _records(root, bench, team)]
+        (runs / bench / "items.jsonl").write_text("\n".join(lines) + "\n")
+    result = run_lemon(
+        "report", "--mix", str(root), "--benchmarks", "svamp,aqua", "--policy", f"mine={runs}",
+        "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["mix"]["mine"]["vs_max_expert"] == 0.0
+    assert str(runs / "svamp" / "items.jsonl") in data["inputs"]
+    assert data["command"].endswith(f"--policy mine={runs}")
+    (runs / "aqua" / "items.jsonl").write_text('{"id": 1}\nnot json\n')
+    broken = run_lemon("report", "--mix", str(root), "--benchmarks", "svamp,aqua",
+                       "--policy", f"mine={runs}")  # fmt: skip
+    assert broken.returncode == 1
+    assert f"{runs / 'aqua' / 'items.jsonl'}:2: not JSON" in broken.stderr
+    nothing = run_lemon("report", "--mix", str(root), "--benchmarks", "svamp,aqua",
+                        "--policy", f"mine={tmp_path / 'none'}")  # fmt: skip
+    assert nothing.returncode == 1
+    assert "no <benchmark>/items.jsonl" in nothing.stderr

@@ -69,6 +69,43 @@ def _table(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _policy_evals(
+    given: list[str], benchmarks: list[str]
+) -> tuple[dict[str, dict[str, list[dict[str, Any]]]], list[Path]]:
+    """``NAME=DIR`` options: DIR holds one ``lemon eval`` run per benchmark
+    (``DIR/<benchmark>/items.jsonl``, as ``lemon eval --out DIR --name <benchmark>`` writes)."""
+    import json
+
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    files: list[Path] = []
+    for option in given:
+        name, sep, directory = option.partition("=")
+        if not sep or not name or not directory:
+            raise ValueError(f"--policy {option!r}: expected NAME=DIR")
+        if name in out:
+            raise ValueError(f"--policy {name} is given twice")
+        found: dict[str, list[dict[str, Any]]] = {}
+        for bench in benchmarks:
+            path = Path(directory) / bench / "items.jsonl"
+            if not path.is_file():
+                continue
+            lines = path.read_text(encoding="utf-8").splitlines()
+            found[bench] = []
+            for number, line in enumerate(lines, 1):
+                try:
+                    found[bench].append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            files.append(path)
+        if not found:
+            raise ValueError(
+                f"--policy {option}: no <benchmark>/items.jsonl under {directory} for "
+                f"{', '.join(benchmarks)}"
+            )
+        out[name] = found
+    return out, files
+
+
 def _mix(args: argparse.Namespace) -> int:
     import hashlib
     import json
@@ -98,7 +135,8 @@ def _mix(args: argparse.Namespace) -> int:
                 skipped[Path(test).name.removesuffix("-test")] = why
         if not benches:
             raise ValueError(f"{args.mix}: no benchmark is complete yet ({skipped})")
-        report = mixed.mixed_report(benches)
+        policies, policy_files = _policy_evals(args.policy or [], [b.name for b in benches])
+        report = mixed.mixed_report(benches, policies=policies)
         pairs = [(str(b.train.table.path), str(b.test.table.path)) for b in benches]
     except (OSError, ValueError, KeyError, TableError) as exc:
         print(f"lemon report: {exc}", file=sys.stderr)
@@ -109,11 +147,12 @@ def _mix(args: argparse.Namespace) -> int:
         for pair in pairs
         for d in pair
         for name in ("table.json", "cells.jsonl")
-    }
+    } | {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in policy_files}
     report["command"] = (
         "lemon report --mix "
         + args.mix
         + (f" --benchmarks {args.benchmarks}" if args.benchmarks else "")
+        + "".join(f" --policy {p}" for p in args.policy or [])
     )
     text = mixed.markdown(report)
     print(json.dumps(report) if args.json else text)
@@ -167,6 +206,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--benchmarks", metavar="B,B,...", help="--mix: only these benchmarks, in order")
     p.add_argument("--out", metavar="DIR", help="--mix: write report.json, report.md, report.png")
+    p.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME=DIR",
+        help="--mix: add a policy's lemon eval runs, DIR/<benchmark>/items.jsonl (repeatable)",
+    )
     p.add_argument(
         "--oracle",
         action="append",

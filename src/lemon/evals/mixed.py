@@ -34,7 +34,15 @@ Every method carries its accuracy, its mean full cost (tier-priced tokens), its 
 paired difference from ``best_fixed`` with a 95% interval (:func:`lemon.scoring.stats.
 paired_bootstrap`). The report holds each benchmark's figures under its name, ``mix`` repeats
 each figure over all benchmarks with equal weight per benchmark (``pooled``: every item weighs
-the same), and ``benchmarks`` lists the names. The normalised ``score`` of a method is
+the same), and ``benchmarks`` lists the names. Every method also carries ``vs_max_expert``
+and its interval: the paired difference from the max expert on the same items.
+
+A **policy** (:func:`policy_figure`: a ``lemon eval`` run's ``items.jsonl`` on a benchmark's
+test table) joins as one more method under its name: its items' success and full cost, the
+policy's own tokens included. A policy that answered only some of a benchmark's test items
+counts on those; over the mix it needs every benchmark.
+
+The normalised ``score`` of a method is
 (accuracy − hull) / (replicated oracle − hull), the hull being the random mix of the fixed
 teams at the method's cost.
 """
@@ -57,7 +65,16 @@ from lemon.scoring.stats import paired_bootstrap
 from lemon.tables.store import Table
 from lemon.tasks import classify_task, task_text
 
-__all__ = ["Bench", "Figure", "discover", "load_bench", "markdown", "mixed_report", "plot"]
+__all__ = [
+    "Bench",
+    "Figure",
+    "discover",
+    "load_bench",
+    "markdown",
+    "mixed_report",
+    "plot",
+    "policy_figure",
+]
 
 Array = npt.NDArray[np.float64]
 
@@ -167,6 +184,30 @@ def _all_rows(bench: Bench) -> npt.NDArray[np.int64]:
 def _team_figure(bench: Bench, team: str) -> Figure:
     j = bench.teams.index(team)
     return Figure(bench.test.success[:, j], bench.test.cost[:, j], _all_rows(bench))
+
+
+def policy_figure(bench: Bench, items: Sequence[Mapping[str, Any]]) -> Figure:
+    """A policy's outcome on ``bench``'s test items from a ``lemon eval`` run's item records
+    (``id``, ``correct``, ``full_cost``: the workers' tier-priced tokens plus the policy's own).
+    Records of items outside the test table's complete rows are ignored; none may repeat."""
+    at = {item: k for k, item in enumerate(bench.test.items)}
+    seen: dict[int, tuple[float, float]] = {}
+    for record in items:
+        row = at.get(str(record.get("id")))
+        if row is None:
+            continue
+        if row in seen:
+            raise ValueError(f"{bench.name}: item {record['id']} is answered twice")
+        cost = record.get("full_cost")
+        if cost is None:
+            raise ValueError(f"{bench.name}: item {record['id']} has no full_cost")
+        seen[row] = (float(bool(record.get("correct"))), float(cost))
+    if not seen:
+        raise ValueError(f"{bench.name}: the policy answered none of the test table's items")
+    rows = np.array(sorted(seen), dtype=np.int64)
+    success = np.array([seen[int(r)][0] for r in rows], dtype=np.float64)
+    cost = np.array([seen[int(r)][1] for r in rows], dtype=np.float64)
+    return Figure(success, cost, rows, {"answered": f"{len(rows)}/{len(bench.test.items)}"})
 
 
 def _kind_choices(benches: Sequence[Bench], price: float) -> dict[str, dict[str, Any]]:
@@ -289,21 +330,26 @@ def _diff_ci(a: Array, b: Array, weights: Array, *, seed: int) -> list[float]:
     return [round(lo, 4), round(hi, 4)]
 
 
-def _entry(fig: Figure, base: Figure, *, seed: int) -> dict[str, Any]:
-    """Accuracy, cost and the paired difference from ``base`` on ``fig``'s items."""
+def _on(fig: Figure, base: Figure) -> Array:
+    """``base``'s success on ``fig``'s items (``base`` covers every test row)."""
     at = {int(r): k for k, r in enumerate(base.rows)}
-    keep = [at[int(r)] for r in fig.rows]
-    diff = fig.success - base.success[keep]
-    return {
+    return base.success[[at[int(r)] for r in fig.rows]]
+
+
+def _entry(fig: Figure, base: Figure, expert: Figure, *, seed: int) -> dict[str, Any]:
+    """Accuracy, cost and the paired differences from ``base`` (the best fixed team) and
+    ``expert`` (the max expert) on ``fig``'s items."""
+    out: dict[str, Any] = {
         "accuracy": round(float(fig.success.mean()), 4),
         "cost": round(float(fig.cost.mean()), 2),
         "n": len(fig.rows),
-        "vs_best_fixed": round(float(diff.mean()), 4),
-        "vs_best_fixed_ci95": _diff_ci(
-            fig.success, base.success[keep], np.ones(len(keep)), seed=seed
-        ),
-        **fig.extra,
     }
+    ones = np.ones(len(fig.rows))
+    for key, other in (("vs_best_fixed", base), ("vs_max_expert", expert)):
+        theirs = _on(fig, other)
+        out[key] = round(float((fig.success - theirs).mean()), 4)
+        out[f"{key}_ci95"] = _diff_ci(fig.success, theirs, ones, seed=seed)
+    return {**out, **fig.extra}
 
 
 def _rounded(x: float | None, digits: int = 4) -> float | None:
@@ -311,9 +357,19 @@ def _rounded(x: float | None, digits: int = 4) -> float | None:
 
 
 def mixed_report(
-    benches: Sequence[Bench], *, rewards: RewardConfig | None = None, seed: int = 0
+    benches: Sequence[Bench],
+    *,
+    rewards: RewardConfig | None = None,
+    seed: int = 0,
+    policies: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
-    """Every figure of the module docstring, per benchmark and for the mix, as one object."""
+    """Every figure of the module docstring, per benchmark and for the mix, as one object.
+    ``policies``: per policy name, per benchmark, its ``lemon eval`` item records
+    (:func:`policy_figure`); a benchmark a policy lacks is left out of its figures."""
+    policies = policies or {}
+    for name in policies:
+        if name in (*METHODS, "fixed", "score", "beta"):
+            raise ValueError(f"a policy cannot be named {name!r}: the report has that key")
     if not benches:
         raise ValueError("the mixed report needs at least one benchmark")
     price = (rewards or RewardConfig()).token_cost / 1000
@@ -342,9 +398,13 @@ def mixed_report(
             "cascade": _cascade(bench, expert, price),
             **_oracles(bench, expert),
         }
+        for name, evals in policies.items():
+            records = evals.get(bench.name)
+            figures[name] = None if records is None else policy_figure(bench, records)
         per[bench.name] = figures
-        base = figures["best_fixed"]
+        base, top = figures["best_fixed"], figures["max_expert"]
         assert base is not None
+        assert top is not None
         solved = bench.test.success >= 0.5
         only = solved & (solved.sum(axis=1, keepdims=True) == 1)
         entry: dict[str, Any] = {
@@ -369,9 +429,9 @@ def mixed_report(
             "beta": round(float((~solved.any(axis=1)).mean()), 4),
         }
         for name, fig in figures.items():
-            entry[name] = None if fig is None else _entry(fig, base, seed=seed)
+            entry[name] = None if fig is None else _entry(fig, base, top, seed=seed)
         entry.update(_headroom([(figures, bench)], seed=seed, weights="equal"))
-        entry["score"] = _scores(entry, bench)
+        entry["score"] = _scores(entry, bench, list(policies))
         report[bench.name] = entry
     report["mix"] = _mix(benches, per, seed=seed, weights="equal")
     report["pooled"] = _mix(benches, per, seed=seed, weights="pooled")
@@ -381,9 +441,10 @@ def mixed_report(
             t: {"accuracy": round(a, 4), "cost": round(c, 2)} for t, (a, c) in fixed
         }
         report[part]["score"] = _normalised(
-            report[part], curves.upper_envelope([p for _, p in fixed])
+            report[part], curves.upper_envelope([p for _, p in fixed]), list(policies)
         )
     report["best_fixed_team"] = best_fixed
+    report["policies"] = list(policies)
     report["router_price"] = price
     report["kinds"] = {
         k: {"teams": v["teams"], "kind_router_team": v["best"]} for k, v in kinds.items()
@@ -430,27 +491,23 @@ def _headroom(
     }
 
 
-def _scores(entry: Mapping[str, Any], bench: Bench) -> dict[str, float | None]:
+def _scores(
+    entry: Mapping[str, Any], bench: Bench, extra: Sequence[str] = ()
+) -> dict[str, float | None]:
     """(accuracy − hull at its cost) / (replicated oracle − hull there), per method."""
     points = [
         (float(bench.test.cost[:, j].mean()), float(bench.test.success[:, j].mean()))
         for j in range(len(bench.teams))
     ]
-    return _normalised(entry, curves.upper_envelope(points))
+    return _normalised(entry, curves.upper_envelope(points), extra)
 
 
-def _normalised(entry: Mapping[str, Any], hull: curves.Curve) -> dict[str, float | None]:
+def _normalised(
+    entry: Mapping[str, Any], hull: curves.Curve, extra: Sequence[str] = ()
+) -> dict[str, float | None]:
     oracle = entry.get("replicated_oracle")
     out: dict[str, float | None] = {}
-    for name in (
-        "best_fixed",
-        "max_expert",
-        "kind_router",
-        "knn",
-        "logistic",
-        "cascade",
-        "self_oracle",
-    ):
+    for name in (*(m for m in METHODS if m != "replicated_oracle"), *extra):
         m = entry.get(name)
         if m is None or oracle is None or "accuracy" not in m or "accuracy" not in oracle:
             out[name] = None
@@ -477,17 +534,19 @@ def _mix(
             missing = [b.name for b, f in zip(benches, figs, strict=True) if f is None]
             out[name] = {"missing": missing}
             continue
-        success, cost, base, sizes = [], [], [], []
-        for fig, b in zip(figs, bases, strict=True):
+        experts = [per[b.name]["max_expert"] for b in benches]
+        success, cost, base, top, sizes = [], [], [], [], []
+        for fig, b, e in zip(figs, bases, experts, strict=True):
             assert fig is not None
             assert b is not None
-            at = {int(r): k for k, r in enumerate(b.rows)}
-            keep = [at[int(r)] for r in fig.rows]
+            assert e is not None
             success.append(fig.success)
             cost.append(fig.cost)
-            base.append(b.success[keep])
+            base.append(_on(fig, b))
+            top.append(_on(fig, e))
             sizes.append(len(fig.rows))
-        s, c, f0 = np.concatenate(success), np.concatenate(cost), np.concatenate(base)
+        s, c = np.concatenate(success), np.concatenate(cost)
+        f0, e0 = np.concatenate(base), np.concatenate(top)
         w = _weights(benches, sizes, weights)
         out[name] = {
             "accuracy": round(_weighted(s, w), 4),
@@ -495,6 +554,8 @@ def _mix(
             "n": int(s.size),
             "vs_best_fixed": round(_weighted(s - f0, w), 4),
             "vs_best_fixed_ci95": _diff_ci(s, f0, w, seed=seed),
+            "vs_max_expert": round(_weighted(s - e0, w), 4),
+            "vs_max_expert_ci95": _diff_ci(s, e0, w, seed=seed),
         }
     out.update(_headroom([(per[b.name], b) for b in benches], seed=seed, weights=weights))
     beta = [float((~(b.test.success >= 0.5).any(axis=1)).mean()) for b in benches]
@@ -572,7 +633,7 @@ def markdown(report: Mapping[str, Any]) -> str:
     )
     lines = [head, "", "| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     parts = {**{b: report[b] for b in report["benchmarks"]}, "mix": report["mix"]}
-    for name in METHODS:
+    for name in (*METHODS, *report.get("policies", [])):
         lines.append(f"| {name} | " + " | ".join(_cell(parts[c].get(name)) for c in cols) + " |")
     lines.append(
         "| beta (every team fails) | " + " | ".join(f"{parts[c]['beta']:.3f}" for c in cols) + " |"
@@ -614,7 +675,8 @@ def plot(report: Mapping[str, Any], path: str) -> None:
                 xytext=(2, 2),
                 textcoords="offset points",
             )
-        for method, marker in zip(METHODS, "sDv^<>*P", strict=True):
+        methods = [*METHODS, *report.get("policies", [])]
+        for method, marker in zip(methods, "sDv^<>*PXhH8p" * 2, strict=False):
             m = part.get(method)
             if m and "accuracy" in m:
                 ax.plot(m["cost"], m["accuracy"], marker, ms=6, label=method)
