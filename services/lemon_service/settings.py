@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lemon.backends.base import Backend
 from lemon.backends.openai import OpenAIBackend
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.capacity import CapacityProfile, build_backends, resolve_profile
 from lemon.orchestration import RunTiers
 from lemon.resources.lemon_run import tier_endpoint
@@ -61,8 +62,9 @@ class Limits(BaseModel):
     max_task_chars: Annotated[int, Field(ge=1, le=1 << 20)] = 32_000
     max_run_s: Annotated[float, Field(gt=0)] = 900.0
     """A run's budget when the call has no (or a later) deadline."""
-    max_tokens: Annotated[int, Field(ge=1, le=1 << 16)] = 256
-    """Default completion tokens per agent; requests may ask for at most this many."""
+    max_tokens: Annotated[int, Field(ge=1, le=1 << 16)] = WORKER_MAX_TOKENS
+    """Default completion tokens per agent (LEMON's one default, the outcome tables' budget);
+    requests may ask for at most this many."""
     max_attempts: Annotated[int, Field(ge=1, le=16)] = 4
     """Engine attempts per model call (transient errors are retried with backoff)."""
     run_retention_s: Annotated[float, Field(gt=0)] = 3600.0

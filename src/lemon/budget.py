@@ -27,8 +27,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+WORKER_MAX_TOKENS = 300
+"""The completion tokens one worker agent may write, wherever a caller does not say: ``lemon
+run``, ``lemon eval``, ``lemon table build``, the gRPC service (Orchestrate, SubmitRun, a
+LemonRun without ``maxTokens``), GRPO's executed rollouts. The outcome tables measured every
+team at this budget, so the default team runs as it was measured."""
+
 __all__ = [
     "PROMPT_ALLOWANCE",
+    "WORKER_MAX_TOKENS",
     "Budget",
     "BudgetError",
     "BudgetEstimate",

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from lemon.backends.base import Backend, Decoding
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.capacity import CapacityProfile, build_backends, close_backends
 from lemon.data.items import CodeItem, Item
 from lemon.engine.executor import CallCache, ExecutionOptions, execute
@@ -328,9 +329,9 @@ class ItemSettings:
     """How a benchmark item's spec is run: every worker's budget and decoding, the deadline.
 
     The defaults are the ones the outcome tables, the search teacher, GRPO and the policy
-    evaluations share (300 tokens per agent, greedy)."""
+    evaluations share (:data:`lemon.budget.WORKER_MAX_TOKENS` per agent, greedy)."""
 
-    worker_max_tokens: int = 300
+    worker_max_tokens: int = WORKER_MAX_TOKENS
     deadline_s: float = 900.0
     temperature: float = 0.0
     seed: int | None = None

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.spec import compile_spec, parse_spec
 from lemon_api.client import ClientConfig, LemonClient, run_options
 from lemon_api.v1 import orchestrator_pb2 as pb
@@ -176,7 +177,7 @@ def test_validate_spec_reports_located_issues(scripted_server: ServeProcess) -> 
         (
             {"task": TASK, "options": run_options(max_tokens=100_000)},
             grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "at most 256",
+            f"at most {WORKER_MAX_TOKENS}",
         ),
         ({"task": "y" * 70_000}, grpc.StatusCode.RESOURCE_EXHAUSTED, "message larger than max"),
     ],

@@ -103,3 +103,31 @@ def test_the_k8s_examples_take_lemon_runs_sample_and_cut_no_answer_short() -> No
     for spec in runs.values():
         assert spec["task"] == sample_item().question  # GSM8K train item 0, as lemon run's
         assert "maxTokens" not in spec
+
+
+def test_one_worker_budget_everywhere_and_the_tables_measured_it() -> None:
+    """A worker agent's default completion budget is one constant, the one the shipped outcome
+    tables measured the default team at: every entry point that runs a team uses it."""
+    from pathlib import Path
+
+    from lemon.budget import WORKER_MAX_TOKENS
+    from lemon.cli import build_parser
+    from lemon.learning.training_config import HyperParameters
+    from lemon.orchestration import ItemSettings
+    from lemon.tables.store import Table
+    from lemon_service.settings import Limits
+
+    parser, _ = build_parser()
+    for argv in (
+        ["run", "--task", "a task"],
+        ["eval", "--benchmark", "svamp"],
+        ["table", "build", "out", "--benchmark", "svamp", "--teams", "single-small"],
+    ):
+        assert parser.parse_args(argv).max_tokens == WORKER_MAX_TOKENS, argv
+    assert Limits().max_tokens == WORKER_MAX_TOKENS  # gRPC runs and task-only LemonRuns
+    assert ItemSettings().worker_max_tokens == WORKER_MAX_TOKENS
+    assert HyperParameters().worker_max_tokens == WORKER_MAX_TOKENS
+    tables = sorted(Path(__file__).resolve().parents[2].glob("tables/*/table.json"))
+    assert tables
+    for path in tables:
+        assert Table.open(path.parent).meta.worker_max_tokens == WORKER_MAX_TOKENS, path

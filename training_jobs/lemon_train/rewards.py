@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.data.items import Item
 from lemon.learning.simulator import SyntheticTask, evaluate, optimal
 from lemon.learning.training_config import CounterfactualConfig
@@ -486,7 +487,7 @@ class EngineReward(SpecReward):
         profiles_file: str | None = None,
         seed: int = 0,
         call_cache: bool = True,
-        worker_max_tokens: int = 300,
+        worker_max_tokens: int = WORKER_MAX_TOKENS,
     ) -> None:
         super().__init__(decode, rewards=rewards, counterfactual=counterfactual, seed=seed)
         self.call_cache = call_cache
@@ -594,7 +595,7 @@ class TableReward(EngineReward):
         profiles_file: str | None = None,
         seed: int = 0,
         live: bool = False,
-        worker_max_tokens: int = 300,
+        worker_max_tokens: int = WORKER_MAX_TOKENS,
     ) -> None:
         super().__init__(
             decode,

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.cli.options import (
     EXIT_OK,
     UsageError,
@@ -257,7 +258,12 @@ def register(sub: Any) -> None:
     add_profile_options(p)
     p.add_argument("--out", default="runs", help="runs folder (default: runs/)")
     p.add_argument("--name", default=None, help="run name (default: BENCHMARK-METHOD)")
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=WORKER_MAX_TOKENS,
+        help=f"per agent (default {WORKER_MAX_TOKENS}, the outcome tables' budget)",
+    )
     p.add_argument("--concurrency", type=int, default=4, help="items in flight")
     p.add_argument("--budget", type=int, default=2000, help="tokens per item for sc-budget")
     p.add_argument(

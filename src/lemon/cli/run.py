@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.cli.options import (
     EXIT_INVALID,
     EXIT_OK,
@@ -304,8 +305,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--max-tokens",
         type=int,
-        default=300,
-        help="per agent (default 300, as the outcome tables measured the teams)",
+        default=WORKER_MAX_TOKENS,
+        help=f"per agent (default {WORKER_MAX_TOKENS}, as the outcome tables measured the teams)",
     )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--deadline", type=float, default=900.0, help="seconds for the whole run")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.cli.options import (
     EXIT_INVALID,
     EXIT_OK,
@@ -309,7 +310,12 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=0, help="first N items of the split (0: all)")
     p.add_argument("--seed", type=int, default=0, help="item order (default 0)")
     p.add_argument("--teams", default="", help="comma-separated team names (lemon table teams)")
-    p.add_argument("--max-tokens", type=int, default=300, help="tokens per agent (default 300)")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=WORKER_MAX_TOKENS,
+        help=f"tokens per agent (default {WORKER_MAX_TOKENS})",
+    )
     p.add_argument("--deadline", type=float, default=3600.0, help="seconds per run")
     p.add_argument("--concurrency", type=int, default=16, help="runs in flight (default 16)")
     p.add_argument("--chunk", type=int, default=50, help="items per piece (default 50)")

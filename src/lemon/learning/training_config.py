@@ -36,6 +36,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from lemon.budget import WORKER_MAX_TOKENS
 from lemon.learning.training_data import (
     SyntheticData,
     SyntheticV2Data,
@@ -120,7 +121,7 @@ class HyperParameters(_Config):
     beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model).")
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "dapo"
     worker_max_tokens: int = Field(
-        default=300,
+        default=WORKER_MAX_TOKENS,
         ge=1,
         le=32768,
         description="Tokens per worker agent when GRPO executes a spec on real tasks (the "
