@@ -60,7 +60,8 @@ def main(argv: list[str]) -> int:
         print(f"{label:<58} {built:>7} {asked:>7}")
     missing = asked_total - built_total
     print(f"\ncells: {built_total} of {asked_total} built, {missing} missing")
-    print(f"CPU recorded by the builds: {cpu_s / 3600:.1f} CPU-hours for {cells_built_by_builds} cells")
+    hours = cpu_s / 3600
+    print(f"CPU recorded by the builds: {hours:.1f} CPU-hours for {cells_built_by_builds} cells")
     if cells_built_by_builds:
         per_cell = cpu_s / cells_built_by_builds
         print(
