@@ -37,6 +37,15 @@ while read -r dir benchmark split limit teams; do
       git add -- "$report"/report.* && git commit -q -m "mixed-workload report after $dir" -- "$report"/report.* \
         || echo "could not commit the report after $dir"
     fi
+    # the default team per task kind is generated from the train tables (python -m lemon.generate
+    # writes it; a test checks it fresh): a new complete column may change it
+    fixed=src/lemon/policy/fixed_teams.json
+    if env -u PYTHONPATH .venv/bin/python -c "import sys; from lemon.generate import GENERATED; \
+open(sys.argv[1], 'w', encoding='utf-8').write(GENERATED[sys.argv[1]]())" "$fixed" \
+        && [ -n "$(git status --porcelain -- "$fixed")" ]; then
+      git commit -q -m "default team per task kind regenerated after $dir (python -m lemon.generate)" -- "$fixed" \
+        || echo "could not commit $fixed after $dir"
+    fi
   fi
 done < "$plan"
 echo "== $(date -u +%FT%TZ) plan done"
