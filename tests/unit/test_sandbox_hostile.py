@@ -12,6 +12,7 @@ import socket
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -309,39 +310,63 @@ def test_a_program_larger_than_a_pipe_buffer_is_fed_whole() -> None:
 def test_a_run_whose_input_never_arrived_runs_again_then_is_the_sandboxs_fault(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Under lemon serve's uvloop a program's stdin was sometimes lost on the way: the wrapper
-    ran nothing and the tool answered 'Error: no error message'. Such a run is retried once, and
-    reported as the sandbox's error (the machine's fault) if it happens again."""
+    """Under lemon serve's uvloop a program's stdin (then a pipe) was sometimes lost on the
+    way: the wrapper ran nothing and the tool answered 'Error: no error message'. The input is
+    a file now; should it still arrive empty, the run is retried once, and reported as the
+    sandbox's error (the machine's fault) if it happens again."""
     import asyncio
+    import tempfile
 
     from lemon.sandbox import execution
     from lemon.sandbox.limits import SandboxConfig
 
-    real = execution._feed
+    real = execution._input_file
     dropped = []
 
-    async def lose_the_first(stdin: asyncio.StreamWriter, payload: bytes) -> None:
+    def lose_the_first(payload: bytes) -> Any:
         if not dropped:
             dropped.append(payload)
-            stdin.close()  # EOF with nothing written: the input lost
-            return
-        await real(stdin, payload)
+            return tempfile.TemporaryFile()  # EOF at once: the input lost
+        return real(payload)
 
-    monkeypatch.setattr(execution, "_feed", lose_the_first)
+    monkeypatch.setattr(execution, "_input_file", lose_the_first)
     config = SandboxConfig(timeout_s=10)
     result = asyncio.run(execution.run_program("print(6 * 7)", config=config))
     assert dropped
     assert result.status is execution.ProgramStatus.PASSED
     assert result.stdout.strip() == "42"
 
-    async def lose_every(stdin: asyncio.StreamWriter, payload: bytes) -> None:
-        stdin.close()
-
-    monkeypatch.setattr(execution, "_feed", lose_every)
+    monkeypatch.setattr(execution, "_input_file", lambda payload: tempfile.TemporaryFile())  # noqa: SIM115
     failed = asyncio.run(execution.run_program("print(6 * 7)", config=config))
     assert failed.status is execution.ProgramStatus.SANDBOX_ERROR
     assert "never reached the sandbox" in failed.stderr
     # an ordinary program that prints nothing is not mistaken for lost input
-    monkeypatch.setattr(execution, "_feed", real)
+    monkeypatch.setattr(execution, "_input_file", real)
     quiet = asyncio.run(execution.run_program("x = 1", config=config))
     assert quiet.status is execution.ProgramStatus.PASSED
+
+
+def test_programs_get_their_whole_input_under_uvloop_at_high_concurrency() -> None:
+    """Many programs at once on uvloop (lemon serve's loop): each reads its own input whole
+    and prints what it was given; none ends silent."""
+    import asyncio
+
+    import uvloop
+
+    from lemon.sandbox import execution
+    from lemon.sandbox.limits import SandboxConfig
+
+    config = SandboxConfig(timeout_s=20)
+
+    async def main() -> list[tuple[Any, bool]]:
+        gate = asyncio.Semaphore(32)
+
+        async def one(k: int) -> tuple[Any, bool]:
+            async with gate:
+                return await execution._run_once(f"print({k} * 3)", config=config)
+
+        return list(await asyncio.gather(*(one(k) for k in range(160))))
+
+    results = uvloop.run(main())
+    assert [silent for _, silent in results] == [False] * len(results)
+    assert [r.stdout.strip() for r, _ in results] == [str(k * 3) for k in range(len(results))]

@@ -16,10 +16,11 @@ import os
 import resource
 import secrets
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -94,18 +95,19 @@ async def _read_capped(
             overflow.set()
 
 
-async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
+def _input_file(payload: bytes) -> IO[bytes]:
+    """The program's input as an unlinked temporary file, positioned at its start: the child
+    reads it as its stdin, so no byte of it passes through the event loop. (Fed through a
+    pipe, about one run in a dozen under ``lemon serve``'s uvloop got an empty stdin.)"""
+    handle = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it: a with block)
     try:
-        stdin.write(payload)
-        await stdin.drain()
-        stdin.close()
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the program exited without reading all of it: its output says why
-    except RuntimeError:
-        # uvloop (lemon serve's loop) raises RuntimeError, not BrokenPipeError, for a pipe
-        # whose reader has gone and whose transport it has closed already
-        if not stdin.transport.is_closing():
-            raise
+        handle.write(payload)
+        handle.flush()
+        handle.seek(0)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
 
 
 def _left(deadline: float) -> float:
@@ -134,12 +136,13 @@ _uid_counter = -1
 async def run_program(source: str, *, config: SandboxConfig) -> ProgramResult:
     """Run one program in the sandbox and wait for it (at most ``config.timeout_s``).
 
-    A run that ends with no output at all, not even an error (about once in a dozen concurrent
-    runs under ``lemon serve``, its cause not found yet), is run once more: a program that
+    A run that ends with no output at all, not even an error, is run once more: a program that
     exits early without a word does so again, and keeps its result; a transient fault does
     not. A run whose input never reached the sandbox (the wrapper read an empty stdin and
     printed an empty marker) twice is the machine's fault, ``SANDBOX_ERROR``, never the
-    program's output."""
+    program's output. (Both guarded a fault seen when the input went through a pipe under
+    ``lemon serve``'s uvloop, about one run in a dozen; the input is a file now,
+    :func:`_input_file`.)"""
     result, silent = await _run_once(source, config=config)
     if silent:
         result, silent = await _run_once(source, config=config)
@@ -158,16 +161,17 @@ async def _run_once(source: str, *, config: SandboxConfig) -> tuple[ProgramResul
     (see :func:`run_program`)."""
     marker = f"LEMON-DONE-{secrets.token_hex(16)}"
     argv = build_command(config, uid=_next_uid(config))
+    payload = marker.encode() + b"\n" + source.encode("utf-8", "surrogatepass")
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=_limits(config),
-    )
-    assert process.stdin is not None
+    with _input_file(payload) as stdin:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_limits(config),
+        )
     assert process.stdout is not None
     assert process.stderr is not None
     stdout, stderr = bytearray(), bytearray()
@@ -177,25 +181,19 @@ async def _run_once(source: str, *, config: SandboxConfig) -> tuple[ProgramResul
         _read_capped(process.stderr, stderr, budget, overflow),
     )
     overflowed = asyncio.ensure_future(overflow.wait())
-    payload = marker.encode() + b"\n" + source.encode("utf-8", "surrogatepass")
     deadline = started + config.timeout_s
     timed_out = False
     try:
-        try:  # writing counts against the timeout too: a stuck reader must not hang us
-            await asyncio.wait_for(_feed(process.stdin, payload), timeout=config.timeout_s)
-        except TimeoutError:
-            timed_out = True
-        if not timed_out:
-            waiters: set[asyncio.Future[Any]] = {readers, overflowed}
-            done, _ = await asyncio.wait(
-                waiters, timeout=_left(deadline), return_when=asyncio.FIRST_COMPLETED
-            )
-            timed_out = not done
-            if readers in done:
-                try:
-                    await asyncio.wait_for(process.wait(), timeout=_left(deadline))
-                except TimeoutError:
-                    timed_out = True
+        waiters: set[asyncio.Future[Any]] = {readers, overflowed}
+        done, _ = await asyncio.wait(
+            waiters, timeout=_left(deadline), return_when=asyncio.FIRST_COMPLETED
+        )
+        timed_out = not done
+        if readers in done:
+            try:
+                await asyncio.wait_for(process.wait(), timeout=_left(deadline))
+            except TimeoutError:
+                timed_out = True
     finally:
         _kill_group(process.pid)
         await process.wait()
