@@ -162,14 +162,16 @@ def test_errors_are_backend_errors(tmp_path: Path) -> None:
         _run(small.generate(_ask("word " * 200)))
 
 
-def test_a_grammar_is_refused_not_ignored(smol: LlamaBackend) -> None:
+def test_a_grammar_constrains_the_answer(smol: LlamaBackend) -> None:
     from lemon.backends.base import LarkGrammar
 
-    request = GenerationRequest(
-        (Message("user", "yes or no?"),), Decoding(max_tokens=4), constraint=LarkGrammar("x")
-    )
-    with pytest.raises(BackendError, match="cannot decode under a grammar") as info:
-        _run(smol.generate(request))
+    ask = (Message("user", "yes or no?"),)
+    grammar = LarkGrammar('start: "maybe" | "perhaps"\n')
+    answer = _run(smol.generate(GenerationRequest(ask, Decoding(max_tokens=8), constraint=grammar)))
+    assert answer.text in ("maybe", "perhaps")
+    broken = GenerationRequest(ask, Decoding(max_tokens=4), constraint=LarkGrammar("x"))
+    with pytest.raises(BackendError, match="cannot apply the grammar") as info:
+        _run(smol.generate(broken))
     assert not info.value.transient
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "guided_code",
     "make_matcher",
     "require_llguidance",
+    "wrap_tokenizer",
 ]
 
 
@@ -102,25 +103,34 @@ def guide_tokenizer(hf_tokenizer: Any, *, vocab: int) -> GuideTokenizer:
         known = _TOKENIZERS.get(hf_tokenizer)
         if known is not None and vocab in known:
             return known[vocab]
-        import numpy as np
-
-        llguidance = require_llguidance()
+        require_llguidance()
         from llguidance.hf import from_tokenizer
 
         lltok = from_tokenizer(hf_tokenizer, n_vocab=vocab)
-        eos = int(hf_tokenizer.eos_token_id)
         size = min(len(hf_tokenizer), vocab)
-        pieces = tuple(lltok.decode_bytes([i]) for i in range(size))
-        bits = np.zeros(((vocab + 31) // 32) * 32, dtype=bool)
-        for i, piece in enumerate(pieces):
-            newline = piece.find(b"\n")
-            bits[i] = newline < 0 or not piece[newline + 1 :].strip(b" ")
-        line_safe = np.packbits(bits, bitorder="little").view(np.int32).copy()
-        del llguidance
-        digest = hashlib.sha256(b"\x00".join(pieces) + f":{vocab}:{eos}".encode()).hexdigest()
-        made = GuideTokenizer(lltok, vocab, eos, pieces, line_safe, digest)
+        made = wrap_tokenizer(lltok, vocab=vocab, eos=int(hf_tokenizer.eos_token_id), size=size)
         _TOKENIZERS.setdefault(hf_tokenizer, {})[vocab] = made
         return made
+
+
+def wrap_tokenizer(
+    lltok: Any, *, vocab: int, eos: int, size: int, source: str = ""
+) -> GuideTokenizer:
+    """A :class:`GuideTokenizer` around an llguidance tokenizer built elsewhere (from a Hugging
+    Face tokenizer above, or from a llama.cpp vocabulary by :mod:`lemon.backends.llamacpp`):
+    ``size`` tokens of logits ``vocab`` wide; ``source`` keeps the matchers built for
+    tokenizers of different origins apart even where their bytes agree."""
+    import numpy as np
+
+    pieces = tuple(lltok.decode_bytes([i]) for i in range(size))
+    bits = np.zeros(((vocab + 31) // 32) * 32, dtype=bool)
+    for i, piece in enumerate(pieces):
+        newline = piece.find(b"\n")
+        bits[i] = newline < 0 or not piece[newline + 1 :].strip(b" ")
+    line_safe = np.packbits(bits, bitorder="little").view(np.int32).copy()
+    tag = f":{vocab}:{eos}" + (f":{source}" if source else "")
+    digest = hashlib.sha256(b"\x00".join(pieces) + tag.encode()).hexdigest()
+    return GuideTokenizer(lltok, vocab, eos, pieces, line_safe, digest)
 
 
 @functools.lru_cache(maxsize=4096)

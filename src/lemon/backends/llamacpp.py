@@ -16,6 +16,13 @@ a prefill is appended to that text and the model completes it raw (the prefill i
 the start of the answer). Stop strings cut the text and end the sequence; usage counts the
 prompt's tokens and every token generated.
 
+Grammar constraints: a request with a ``constraint`` (the spec grammar, or a fixed Lark
+grammar) decodes under an llguidance matcher (:mod:`lemon.backends.guided`, the one the
+transformers backend uses) built over this model's own vocabulary: before each of its tokens is
+sampled, the logits llama.cpp computed for it are set to minus infinity outside the matcher's
+token mask (in place, so greedy and sampled chains alike pick from the allowed tokens), and the
+matcher consumes the token drawn.
+
 Streaming: ``generate(request, on_text=callback)`` calls ``callback`` on the event loop with
 the completion so far (without the prefill, stop strings already cut) each time a token adds
 to it; the calls come in order and all before the generation is returned.
@@ -32,6 +39,8 @@ import functools
 import os
 import queue
 import threading
+import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +56,7 @@ __all__ = [
     "TextCallback",
     "default_decode_group",
     "load_llama",
+    "quantize",
 ]
 
 TextCallback = Callable[[str], None]
@@ -139,6 +149,10 @@ class _Job:
     finish: str | None = None
     on_text: TextCallback | None = None
     """Called (on the scheduler thread) with ``text`` each time a token changes it."""
+    matcher: Any = None
+    """The grammar matcher of a constrained request (:mod:`lemon.backends.guided`)."""
+    mask: Any = None
+    """Its token bitmask (int32 numpy words), filled before each sampled token."""
 
 
 class LlamaModel:
@@ -194,6 +208,11 @@ class LlamaModel:
         """``llama_decode`` calls made."""
         self.max_batch_sequences = 0
         """The most sequences one decode step has carried."""
+        self.n_vocab = int(lib.llama_vocab_n_tokens(self._vocab))
+        self.mask_s = 0.0
+        """Seconds spent applying grammar masks (filling them and writing the logits)."""
+        self._guide: Any = None
+        self._guide_lock = threading.Lock()
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name=f"llama:{path.name}", daemon=True)
@@ -249,6 +268,25 @@ class LlamaModel:
         text = self.prompt_text(request)
         templated = request.raw_prompt is None and self.chat_template is not None
         return self.tokenize(text, add_special=self.add_bos and not templated)
+
+    def guide_tokenizer(self) -> Any:
+        """llguidance's view of this model's vocabulary (built once, about a second), as a
+        :class:`lemon.backends.guided.GuideTokenizer`."""
+        with self._guide_lock:
+            if self._guide is None:
+                from lemon.backends.guided import require_llguidance, wrap_tokenizer
+
+                require_llguidance()
+                from llguidance.llamacpp import lltokenizer_from_vocab
+
+                with warnings.catch_warnings():  # it calls a deprecated name per token
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    lltok = lltokenizer_from_vocab(self._vocab, n_vocab=self.n_vocab)
+                eos = int(_lib().llama_vocab_eos(self._vocab))
+                self._guide = wrap_tokenizer(
+                    lltok, vocab=self.n_vocab, eos=eos, size=self.n_vocab, source="llama.cpp"
+                )
+            return self._guide
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -342,6 +380,20 @@ class LlamaModel:
                 ),
             )
             return False
+        if job.request.constraint is not None:
+            try:
+                import numpy as np
+
+                from lemon.backends.guided import make_matcher
+
+                guide = self.guide_tokenizer()
+                job.matcher = make_matcher(job.request.constraint, guide)
+                job.mask = np.zeros(guide.words, dtype=np.int32)
+            except Exception as exc:  # llguidance missing, a grammar it rejects
+                _settle(
+                    job, error=BackendError(f"cannot apply the grammar: {exc}", transient=False)
+                )
+                return False
         job.seq = free.pop()
         job.pending = tokens
         job.prompt_tokens = len(tokens)
@@ -380,6 +432,7 @@ class LlamaModel:
         if job.sampler is not None:
             lib.llama_sampler_free(job.sampler)
             job.sampler = None
+        job.matcher = None
 
     def _step(self, active: list[_Job], free: list[int]) -> None:
         """One decode step over every active sequence: generating sequences first (one token
@@ -436,12 +489,29 @@ class LlamaModel:
                     _settle(job, error=error)
             return False
         for job, index in outputs:
+            if job.matcher is not None:
+                self._apply_mask(job, index)
             token = int(lib.llama_sampler_sample(job.sampler, self._ctx, index))
+            if job.matcher is not None:
+                job.matcher.consume(token)
             self._advance(job, token)
             if job.finish is not None:
                 self._release(job, free)
                 _settle(job, result=self._generation(job))
         return True
+
+    def _apply_mask(self, job: _Job, index: int) -> None:
+        """Set the logits of output ``index`` to minus infinity outside ``job``'s grammar mask
+        (llama.cpp's own buffer, which the sampler reads next)."""
+        import numpy as np
+
+        started = time.perf_counter()
+        pointer = _lib().llama_get_logits_ith(self._ctx, index)
+        logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+        job.matcher.fill_mask(job.mask)
+        allowed = np.unpackbits(job.mask.view(np.uint8), bitorder="little")[: self.n_vocab]
+        logits[allowed == 0] = -np.inf
+        self.mask_s += time.perf_counter() - started
 
     def _advance(self, job: _Job, token: int) -> None:
         lib = _lib()
@@ -499,6 +569,27 @@ def _template(source: str) -> Any:
     return env.from_string(source)
 
 
+_FTYPES = {"q8_0": 7, "f16": 1}
+"""llama.cpp's ``llama_ftype`` values :func:`quantize` writes."""
+
+
+def quantize(source: Path, target: Path, *, ftype: str = "q8_0", threads: int = 0) -> Path:
+    """Quantize the GGUF ``source`` (F16/F32 weights) to ``target`` with llama.cpp's own
+    quantizer (``llama_model_quantize``; one-dimensional tensors stay F32)."""
+    lib = _lib()
+    params = lib.llama_model_quantize_default_params()
+    params.ftype = _FTYPES[ftype]
+    params.nthread = threads or _cpus()
+    _log_lines.clear()
+    code = int(
+        lib.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
+    )
+    if code != 0:
+        detail = "; ".join(list(_log_lines)[-3:]) or "llama.cpp gave no reason"
+        raise ValueError(f"llama.cpp cannot quantize {source} to {ftype}: {detail}")
+    return target
+
+
 _MODELS: dict[LlamaSettings, LlamaModel] = {}
 _LOAD_LOCK = threading.Lock()
 
@@ -516,8 +607,11 @@ class LlamaBackend:
     """Chat requests on a GGUF model in this process (see the module's docstring).
 
     ``model`` is a model of :mod:`lemon.backends.ggufs` (by name; its file must be fetched) or
-    the path of a ``.gguf`` file. The file is found and loaded on the first call; a missing or
-    unreadable file fails that call (and every later one) with a BackendError that says why.
+    the path of a ``.gguf`` file, or, with ``locate``, any name for a file that ``locate``
+    finds (or makes: a policy version's export, :mod:`lemon.backends.exporting`) when the model
+    is first needed; ``title`` names it in labels and errors. The file is found and loaded on
+    the first call; a missing or unreadable file fails that call (and every later one) with a
+    BackendError that says why.
     """
 
     def __init__(
@@ -530,12 +624,15 @@ class LlamaBackend:
         tier: str = "any",
         repack: bool = True,
         decode_group: int | None = None,
+        locate: Callable[[], Path] | None = None,
+        title: str | None = None,
     ) -> None:
         from lemon.backends.ggufs import GGUF_MODELS
 
         self.name = model
-        self.pinned = GGUF_MODELS.get(model)
-        self.title = self.pinned.title if self.pinned else Path(model).name
+        self.locate = locate
+        self.pinned = None if locate is not None else GGUF_MODELS.get(model)
+        self.title = title or (self.pinned.title if self.pinned else Path(model).name)
         self.slots = slots
         self.context = context
         self.threads = threads or int(os.environ.get("LEMON_LLAMA_THREADS", "0") or 0)
@@ -556,7 +653,10 @@ class LlamaBackend:
         """Where the file is and how it runs; raises when the file cannot be found."""
         from lemon.backends.ggufs import locate
 
-        path = locate(self.pinned) if self.pinned else Path(self.name)
+        if self.locate is not None:
+            path = self.locate()
+        else:
+            path = locate(self.pinned) if self.pinned else Path(self.name)
         return LlamaSettings(
             str(path),
             slots=self.slots,
@@ -601,12 +701,6 @@ class LlamaBackend:
     ) -> Generation:
         """The generation of ``request``; ``on_text`` (optional) is called on this event loop
         with the completion so far as tokens arrive (streaming)."""
-        if request.constraint is not None:
-            raise BackendError(
-                f"{self.title} on llama.cpp in-process cannot decode under a grammar; run a "
-                "constrained policy on the transformers backend or an endpoint that takes one",
-                transient=False,
-            )
         model = await self.model()
         relay: TextCallback | None = None
         if on_text is not None:

@@ -48,7 +48,15 @@ from lemon.backends.packaged import PACKAGED, packaged_model, quiet_transformers
 if TYPE_CHECKING:
     from lemon.backends.guided import GuidedLogits
 
-__all__ = ["DTYPES", "PACKAGED", "LocalBackend", "LocalModel", "ModelSource", "load_model"]
+__all__ = [
+    "DTYPES",
+    "PACKAGED",
+    "LocalBackend",
+    "LocalModel",
+    "ModelSource",
+    "load_model",
+    "model_weights",
+]
 
 DTYPES = ("auto", "bfloat16", "float32", "float16", "float16-weights", "int8")
 """The dtypes an in-process model can run in (see :attr:`ModelSource.dtype`)."""
@@ -398,6 +406,23 @@ def _merged_adapter(path: Path, dtype: Any, _stack: tuple[Path, ...] = ()) -> An
     else:
         model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+
+
+def model_weights(path: Path) -> dict[str, Any]:
+    """A policy version's (or model directory's) weights as the model computes with them,
+    float32 numpy arrays by their Hugging Face names: a LoRA adapter merged over its base as
+    :func:`load_model` merges it (the GGUF export, :mod:`lemon.backends.exporting`, writes
+    them). Tied weights appear under each name."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with quiet_transformers():
+        if (path / "adapter_config.json").is_file():
+            model: Any = _merged_adapter(path, torch.float32)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    with torch.inference_mode():
+        return {name: t.detach().float().numpy().copy() for name, t in model.state_dict().items()}
 
 
 def load_model(source: ModelSource) -> LocalModel:

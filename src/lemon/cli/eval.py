@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lemon.budget import WORKER_MAX_TOKENS
 from lemon.cli.options import (
@@ -23,6 +23,9 @@ from lemon.cli.options import (
     resolve_profile_option,
     select_items,
 )
+
+if TYPE_CHECKING:
+    from lemon.policy.inference import PolicyEngine
 
 __all__ = ["register", "run"]
 
@@ -152,7 +155,9 @@ def run(args: argparse.Namespace) -> int:
     benchmark = items[0].benchmark
     name = args.name or f"{benchmark.value}-{method.split(':', 1)[1].replace('/', '_')}"
     out_dir = Path(args.out) / name
-    policy = open_policy(args) if args.policy else None
+    # choosing among columns scores completions, which the transformers backend does
+    engine: PolicyEngine | None = "transformers" if args.policy_columns else None
+    policy = open_policy(args, engine=engine) if args.policy else None
     if policy is not None and args.policy_columns:
         policy.choices = _column_choices(args.policy_columns, table)
     prices = resolve_prices(profile=profile)

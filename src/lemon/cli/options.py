@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from lemon.backends.callcache import PersistentCallCache
     from lemon.capacity import CapacityProfile
     from lemon.data.items import Item, NumericItem
-    from lemon.policy.inference import LearnedPolicy
+    from lemon.policy.inference import LearnedPolicy, PolicyEngine
     from lemon.spec.validation import ParsedSpec, ValidationOptions
 
 __all__ = [
@@ -266,8 +266,9 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_policy(args: argparse.Namespace) -> LearnedPolicy:
-    """The learned policy named by ``--policy`` (a version directory or an endpoint URL)."""
+def open_policy(args: argparse.Namespace, *, engine: PolicyEngine | None = None) -> LearnedPolicy:
+    """The learned policy named by ``--policy`` (a version directory or an endpoint URL), on
+    ``engine`` (None: :func:`lemon.policy.inference.load_policy`'s default)."""
     from lemon.policy.inference import DEFAULT_DECODING, load_policy
     from lemon.policy.version import PolicyVersionError
 
@@ -289,6 +290,7 @@ def open_policy(args: argparse.Namespace) -> LearnedPolicy:
             decoding=decoding,
             constrained=args.policy_constrained,
             grammar_dialect=args.policy_grammar,
+            engine=engine,
         )
     except PolicyVersionError as exc:
         raise UsageError(f"--policy: {exc}") from None

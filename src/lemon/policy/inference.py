@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
 from lemon.events import PolicyAttempted, PolicyFellBack, TraceWriter
@@ -35,9 +35,11 @@ if TYPE_CHECKING:
     from lemon.backends.openai import GrammarDialect
 
 __all__ = [
+    "ENGINES",
     "LearnedPolicy",
     "PolicyAttempt",
     "PolicyDecision",
+    "PolicyEngine",
     "SpecPolicy",
     "TemplatePolicy",
     "extract_spec_text",
@@ -50,6 +52,20 @@ DEFAULT_DECODING = Decoding(max_tokens=384, temperature=0.0, stop=("\n\n",))
 wrote a complete spec and then kept talking ("Answer: ...") would otherwise spoil a valid spec
 (on 50 held-out GSM8K tasks the first real-data SFT policy wrote 40 valid specs with a
 three-newline stop and 49 with this one; the policy-on-real-runs experiment)."""
+
+
+PolicyEngine = Literal["llamacpp", "transformers"]
+ENGINES: tuple[PolicyEngine, ...] = ("llamacpp", "transformers")
+"""What decodes an in-process policy version (:func:`load_policy`): ``llamacpp``, its merged
+weights exported once to GGUF (:mod:`lemon.backends.exporting`) on llama.cpp, the default where
+the version can be exported, or ``transformers`` (:mod:`lemon.backends.local`), what training
+and scoring use; ``LEMON_POLICY_ENGINE`` picks one for a process."""
+
+POLICY_THREADS = 1
+"""llama.cpp threads of a policy on the CPU (``LEMON_POLICY_THREADS`` overrides): one sequence of a
+135M model gains little from a second thread, and on this project's busy 2-core machine two
+threads waiting at ggml's barriers made the shipped policy's spec take 10-25 s, one 1.8 s
+(``lemon bench policy``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,11 +371,17 @@ def load_policy(
     device: str = "auto",
     constrained: bool = False,
     grammar_dialect: GrammarDialect = "vllm",
+    engine: PolicyEngine | None = None,
 ) -> LearnedPolicy:
     """A learned policy from a policy-version directory (loaded in-process, lazily), an
     OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model),
     ``packaged`` (the untrained packaged SmolLM2, the baseline a trained version is compared to)
-    or ``learned`` (the version shipped with the package, :mod:`lemon.policy.shipped`)."""
+    or ``learned`` (the version shipped with the package, :mod:`lemon.policy.shipped`).
+
+    A version directory decodes on ``engine`` (:data:`ENGINES`; None: ``$LEMON_POLICY_ENGINE``,
+    else llama.cpp where the version can be exported to GGUF and neither ``dtype`` nor a CUDA
+    ``device`` asks for transformers, else transformers). Both take the same prompt, decoding
+    settings and, when ``constrained``, the same grammar matcher."""
     text = os.fspath(source)
     if text.startswith(("http://", "https://")):
         from lemon.backends.openai import OpenAIBackend
@@ -386,10 +408,50 @@ def load_policy(
 
         text = str(shipped_policy())
     meta = read_policy(text)  # PolicyVersionError when the directory is not a complete version
-    path = str(Path(text).resolve())
-    backend = LocalBackend(ModelSource(path, dtype=dtype, device=device), tier="policy")
+    path = Path(text).resolve()
     name = f"{meta.policy}@{meta.version} ({meta.stage})"
+    chosen = engine or os.environ.get("LEMON_POLICY_ENGINE") or None
+    if chosen not in (None, *ENGINES):
+        raise ValueError(f"policy engine {chosen!r}: not one of {', '.join(ENGINES)}")
+    if chosen is None:
+        wants_torch = dtype != "auto" or device == "cuda"
+        chosen = "transformers" if wants_torch or _gguf_blocker(path) else "llamacpp"
+    elif chosen == "llamacpp" and (why := _gguf_blocker(path)) is not None:
+        raise ValueError(f"{text}: cannot decode on llama.cpp: {why}")
+    if chosen == "llamacpp":
+        backend = _gguf_backend(path, name=f"{meta.policy}@{meta.version}")
+    else:
+        backend = LocalBackend(ModelSource(str(path), dtype=dtype, device=device), tier="policy")
     return LearnedPolicy(
         backend, name=name, max_attempts=max_attempts, decoding=decoding,
         constrained=constrained, model=meta.base_model, prompt_format=meta.prompt_format,
+    )  # fmt: skip
+
+
+def _gguf_blocker(version: Path) -> str | None:
+    """Why ``version`` cannot run on llama.cpp here (None: it can); nothing is loaded."""
+    import importlib.util
+
+    from lemon.backends.exporting import ExportError, base_gguf
+    from lemon.backends.gguf_header import read_header
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (the llama extra)"
+    try:
+        header = read_header(base_gguf(version), keys=("general.architecture",))
+    except (ExportError, LookupError, OSError, ValueError, RuntimeError) as exc:
+        return str(exc)
+    arch = header.architecture
+    return None if arch == "llama" else f"its base is a {arch!r} model (the export takes llama)"
+
+
+def _gguf_backend(version: Path, *, name: str) -> Backend:
+    """``version`` exported to GGUF (once, into the cache, when first loaded) on llama.cpp."""
+    from lemon.backends.exporting import policy_gguf
+    from lemon.backends.llamacpp import LlamaBackend
+
+    threads = int(os.environ.get("LEMON_POLICY_THREADS", "") or POLICY_THREADS)
+    return LlamaBackend(
+        str(version), tier="policy", slots=4, context=2048, threads=threads,
+        locate=lambda: policy_gguf(version), title=f"{name} (GGUF F16)",
     )  # fmt: skip
