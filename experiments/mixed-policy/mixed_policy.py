@@ -1,0 +1,633 @@
+"""One learned policy over the mixed workload (issue 48): configs, the choice on validation, and
+the figures the runs give.
+
+``python experiments/mixed-policy/mixed_policy.py configs`` decides which benchmarks take part
+(those whose train and test tables are complete, as ``lemon report --mix`` decides:
+:func:`lemon.evals.mixed.discover`, :func:`~lemon.evals.mixed.load_bench`,
+:func:`~lemon.evals.mixed.ready`), pins them and their teams in ``plan.json`` and writes the
+configs: per seed (0, 1, 2) a cost-sensitive SFT warm start of its own on the teacher rows of
+every benchmark's fit part (prompt ``lemon-policy-prompt/v3``, every item taught once per cost
+weight of :data:`COST_WEIGHTS`), then two GRPO arms from it, plain GRPO (``global``) and two-way
+counterfactual credit (``credit``), on the fit part of every train table, each row drawing its
+cost weight, scored on the validation part (:func:`lemon.data.splits.validation_ids`) every
+:data:`HELDOUT_STEPS` steps.
+
+``choose`` reads the six GRPO runs' held-out (validation) curves and picks the run and step
+with the best validation reward (step 0 is the seed's SFT warm start): the headline policy,
+chosen without reading a test table. ``at ARM SEED STEP`` writes the config of a GRPO run cut
+at an earlier step (the same run: constant learning rate, same seed, ``max_steps`` = STEP).
+
+``summary`` reads what the runs wrote (``report/report.json``: ``lemon report --mix`` with the
+policies' test evaluations; ``reports/<run>/<benchmark>.json``: ``lemon report TABLE`` with the
+chosen run's; ``grpo/<arm>-s<seed>/metrics.jsonl``; ``evals/``; ``chosen.json``;
+``commands.log``) and writes ``summary.json`` (README.md says what each key is). A key whose
+input is missing is null, and ``missing`` says which input and why; nothing is estimated in
+its place.
+
+The run commands are in ``run.sh``; this file runs no model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent
+PROMPT = "lemon-policy-prompt/v3"
+COST_WEIGHTS = (0.0, 0.02, 0.1, 0.2)
+"""R_orch's cost per 1,000 tier-priced worker tokens the rows and GRPO's tasks state: free,
+R_orch's default (what a v3 prompt states when none is given, so what ``lemon eval`` asks at),
+and two at which a large agent's ~1,000 tier-priced tokens weigh a tenth and a fifth of a
+success."""
+REWARDS = {"token_cost": 0.02, "agent_cost": 0.01, "edge_cost": 0.005}
+"""R_orch's weights; ``token_cost`` is replaced per task by its drawn cost weight."""
+SEEDS = (0, 1, 2)
+ARMS = ("global", "credit")
+STEPS = 40
+HELDOUT_STEPS = 10
+"""Validation every 10 steps (and at step 0, the SFT warm start): the steps a run can be cut
+at when its validation reward peaks before its last step."""
+TASKS_PER_STEP = 4
+GROUP_SIZE = 4
+SPEC_TOKENS = 192
+"""The longest library spec (a vote of three teams and its voter) is about 460 characters."""
+LORA = {"r": 16, "alpha": 32, "dropout": 0.0, "top_layers": 8, "merge": False}
+POLICIES = "policies/mixed"
+TABLES = "tables"
+CHOSEN = "chosen"
+"""The chosen run's name in the mixed report."""
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228}  # fmt: skip
+"""Student's t, 97.5th percentile, by degrees of freedom."""
+
+
+def _write(path: Path, data: dict[str, Any], comment: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"# {line}\n" for line in comment.splitlines())
+    path.write_text(text + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+# -- which benchmarks --------------------------------------------------------------------------
+
+
+def complete_benchmarks(tables: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The benchmarks whose tables are complete, with their teams (the greedy teams complete
+    on both tables), and why each other benchmark waits: what ``lemon report --mix`` reads."""
+    from lemon.evals import mixed
+    from lemon.tables.store import Table, TableError
+
+    ready: dict[str, list[str]] = {}
+    waiting: dict[str, str] = {}
+    for train, test in mixed.discover(str(tables)):
+        name = Path(test).name.removesuffix("-test")
+        try:
+            bench = mixed.load_bench(Table.open(train), Table.open(test))
+        except (ValueError, TableError) as exc:
+            waiting[name] = str(exc)
+            continue
+        why = mixed.ready(bench)
+        if why is None:
+            ready[bench.name] = list(bench.teams)
+        else:
+            waiting[bench.name] = why
+    return ready, waiting
+
+
+def plan(res: Path = RESULTS) -> dict[str, Any]:
+    path = res / "plan.json"
+    if not path.is_file():
+        raise SystemExit(f"{_rel(path)}: none yet (python {_rel(Path(__file__))} configs)")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+# -- configs -----------------------------------------------------------------------------------
+
+
+def _train_tables(benchmarks: Sequence[str]) -> str:
+    return ",".join(f"{TABLES}/{b}-train" for b in benchmarks)
+
+
+def grpo_config(
+    benchmarks: Sequence[str], arm: str, seed: int, steps: int = STEPS
+) -> dict[str, Any]:
+    tables = _train_tables(benchmarks)
+    name = f"grpo-{arm}-s{seed}" + ("" if steps == STEPS else f"-at{steps}")
+    return {
+        "stage": "grpo",
+        "base_model": f"{POLICIES}/sft-s{seed}",
+        "data": f"table:{tables}:0:0:fit",
+        "heldout": f"table:{tables}:0:0:validation",
+        "heldout_steps": HELDOUT_STEPS,
+        "output_dir": f"{POLICIES}/{name}",
+        "policy": "mixed",
+        "version": name,
+        "prompt_format": PROMPT,
+        "lora": LORA,
+        "profile": "embedded",
+        "rewards": REWARDS,
+        "hyperparameters": {
+            "learning_rate": 5.0e-5,
+            "lr_scheduler": "constant",  # so a run cut at step K is this run's first K steps
+            "max_steps": steps,
+            "per_device_batch_size": TASKS_PER_STEP,
+            "group_size": GROUP_SIZE,
+            "max_completion_length": SPEC_TOKENS,
+            "temperature": 0.7,
+            "loss_type": "dapo",
+            "save_steps": HELDOUT_STEPS,
+            "seed": seed,
+            "worker_max_tokens": 300,
+            "live_calls": False,
+            "skip_flat_groups": True,
+            "cost_weights": list(COST_WEIGHTS),
+        },
+        "counterfactual": {
+            "enabled": arm == "credit",
+            "lambda_cf": 1.0,
+            "kinds": [
+                "drop_dependency",
+                "rollback_role",
+                "downgrade_capacity",
+                "upgrade_capacity",
+                "remove_agent",
+            ],
+            "max_mutants": 2,
+        },
+    }
+
+
+def configs(tables: Path = ROOT / TABLES) -> list[Path]:
+    ready, waiting = complete_benchmarks(tables)
+    if not ready:
+        raise SystemExit(f"{tables}: no benchmark is complete yet ({waiting})")
+    benchmarks = list(ready)
+    (RESULTS / "plan.json").write_text(
+        json.dumps(
+            {"benchmarks": benchmarks, "teams": ready, "waiting": waiting,
+             "cost_weights": list(COST_WEIGHTS), "seeds": list(SEEDS), "arms": list(ARMS),
+             "steps": STEPS, "heldout_steps": HELDOUT_STEPS},
+            indent=1,
+        ) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    written = [RESULTS / "plan.json"]
+    what = ", ".join(benchmarks)
+    for seed in SEEDS:
+        sft = {
+            "stage": "sft",
+            "base_model": "packaged",
+            "data": "experiments/mixed-policy/rows.jsonl",
+            "output_dir": f"{POLICIES}/sft-s{seed}",
+            "policy": "mixed",
+            "version": f"sft-s{seed}",
+            "prompt_format": PROMPT,
+            "lora": LORA,
+            "hyperparameters": {
+                "learning_rate": 2.0e-4,
+                "epochs": 2,
+                "per_device_batch_size": 8,
+                "max_length": 768,
+                "save_steps": 25,
+                "seed": seed,
+            },
+        }
+        path = RESULTS / "configs" / f"sft-s{seed}.yaml"
+        _write(path, sft, f"cost-sensitive SFT warm start, seed {seed}: fit parts of {what}")
+        written.append(path)
+        for arm in ARMS:
+            path = RESULTS / "configs" / f"grpo-{arm}-s{seed}.yaml"
+            kind = "plain GRPO" if arm == "global" else "two-way counterfactual credit"
+            _write(
+                path,
+                grpo_config(benchmarks, arm, seed),
+                f"GRPO, {kind}, seed {seed}, from that seed's SFT: fit parts of {what}; "
+                "validation parts held out",
+            )
+            written.append(path)
+    return written
+
+
+# -- reading the runs --------------------------------------------------------------------------
+
+
+def _metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def metrics_path(arm: str, seed: int, res: Path = RESULTS) -> Path:
+    return res / "grpo" / f"{arm}-s{seed}" / "metrics.jsonl"
+
+
+def heldout(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
+    """Validation reward by step (the last row of a step wins: a resumed run logs it again)."""
+    return {int(r["step"]): float(r["heldout/reward"]) for r in rows if "heldout/reward" in r}
+
+
+def _run_state(
+    arm: str, seed: int, steps: int, res: Path = RESULTS
+) -> tuple[dict[int, float] | None, str | None]:
+    path = metrics_path(arm, seed, res)
+    rows = _metrics(path)
+    if not rows:
+        return None, f"{_rel(path)}: missing"
+    held = heldout(rows)
+    if steps not in held:
+        last = max(held, default=None)
+        return None, f"{_rel(path)}: no validation score at step {steps} (last: {last})"
+    return held, None
+
+
+def choose(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
+    """The best validation reward over every run and scored step (step 0: the SFT warm start);
+    ties to the earlier step, then global before credit, then the lower seed."""
+    candidates: list[dict[str, Any]] = []
+    missing = []
+    for seed in SEEDS:
+        for arm in ARMS:
+            held, why = _run_state(arm, seed, steps, res)
+            if held is None:
+                missing.append(why)
+                continue
+            for step, reward in sorted(held.items()):
+                if step == 0:
+                    name = f"sft-s{seed}"
+                elif step == steps:
+                    name = f"grpo-{arm}-s{seed}"
+                else:
+                    name = f"grpo-{arm}-s{seed}-at{step}"
+                candidates.append({"run": name, "arm": arm if step else "sft", "seed": seed,
+                                   "step": step, "validation_reward": reward})  # fmt: skip
+    if missing:
+        raise SystemExit("choose needs every GRPO run finished: " + "; ".join(map(str, missing)))
+    order = {arm: k for k, arm in enumerate(("sft", *ARMS))}
+    best = min(
+        candidates,
+        key=lambda c: (-c["validation_reward"], c["step"], order[c["arm"]], c["seed"]),
+    )
+    return {
+        **best,
+        "rule": "the highest validation reward (heldout/reward in the GRPO runs' metrics.jsonl, "
+        "the greedy policy on the train tables' validation parts) over every run and scored "
+        "step, step 0 being the seed's SFT warm start; ties to the earlier step, then global "
+        "before credit, then the lower seed. No test table is read.",
+        "candidates": list({c["run"]: c for c in reversed(candidates)}.values())[::-1],
+    }
+
+
+def t_interval(values: Sequence[float]) -> list[float] | None:
+    """Student's t 95% interval of the mean (None from fewer than two values)."""
+    n = len(values)
+    if n < 2 or n - 1 not in T975:
+        return None
+    half = T975[n - 1] * statistics.stdev(values) / math.sqrt(n)
+    mean = statistics.fmean(values)
+    return [round(mean - half, 4), round(mean + half, 4)]
+
+
+def reward_difference(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
+    """Credit's final validation reward minus global's, paired by seed."""
+    per_seed, why = [], []
+    for seed in SEEDS:
+        finals = {}
+        for arm in ARMS:
+            held, reason = _run_state(arm, seed, steps, res)
+            if held is None:
+                why.append(reason)
+            else:
+                finals[arm] = held[steps]
+        if len(finals) == len(ARMS):
+            diff = finals["credit"] - finals["global"]
+            per_seed.append({"seed": seed, "global": round(finals["global"], 4),
+                             "credit": round(finals["credit"], 4),
+                             "difference": round(diff, 4)})  # fmt: skip
+    diffs = [p["difference"] for p in per_seed]
+    every = len(per_seed) == len(SEEDS)  # a mean over some seeds is not the figure asked for
+    return {
+        "value": round(statistics.fmean(diffs), 4) if every else None,
+        "ci95": t_interval(diffs) if every else None,
+        "per_seed": per_seed,
+        "missing": why,
+    }
+
+
+def token_overhead(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
+    """Credit's worker cost over global's for whole runs: tokens where the runs log their
+    distinct calls' tokens (``worker_tokens_total``), and distinct worker calls
+    (``worker_calls_total``), each a ratio of sums over the seeds both arms finished."""
+    totals: dict[str, dict[str, list[float]]] = {
+        key: {arm: [] for arm in ARMS} for key in ("worker_tokens_total", "worker_calls_total")
+    }
+    why = []
+    seeds = []
+    for seed in SEEDS:
+        rows = {arm: _metrics(metrics_path(arm, seed, res)) for arm in ARMS}
+        done = {arm: _run_state(arm, seed, steps, res) for arm in ARMS}
+        if any(held is None for held, _ in done.values()):
+            why += [reason for held, reason in done.values() if held is None]
+            continue
+        seeds.append(seed)
+        for key, by_arm in totals.items():
+            for arm in ARMS:
+                values = [float(r[key]) for r in rows[arm] if key in r]
+                by_arm[arm].append(values[-1] if values else math.nan)
+    out: dict[str, Any] = {"seeds": seeds, "missing": why}
+    for key, name in (("worker_tokens_total", "tokens"), ("worker_calls_total", "calls")):
+        credit, plain = totals[key]["credit"], totals[key]["global"]
+        if len(seeds) < len(SEEDS) or any(math.isnan(v) for v in credit + plain):
+            out[name] = None
+            if len(seeds) == len(SEEDS):
+                out["missing"] = [*out["missing"], f"{key}: not logged by every run"]
+            continue
+        out[name] = round(sum(credit) / sum(plain), 4) if sum(plain) else None
+        out[f"{name}_per_seed"] = {
+            str(s): [c, p] for s, c, p in zip(seeds, credit, plain, strict=True)
+        }
+    return out
+
+
+def _items(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_figures(
+    name: str, run: str, report: dict[str, Any] | None, benchmarks: Sequence[str], res: Path
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The test accuracy and cost over the mix of the policy ``name`` in the mixed report, and
+    the mean raw worker tokens per item of its evaluations ``evals/<run>/`` (equal weight per
+    benchmark), or why not."""
+    if report is None:
+        return None, "report/report.json: missing"
+    mix = report.get("mix", {}).get(name)
+    if mix is None or "accuracy" not in mix:
+        return None, f"report/report.json: no mix figures for {name} ({mix})"
+    tokens = []
+    for bench in benchmarks:
+        path = res / "evals" / run / bench / "items.jsonl"
+        if not path.is_file():
+            return None, f"{_rel(path)}: missing"
+        tokens.append(statistics.fmean(float(r["tokens"]) for r in _items(path)))
+    return {
+        "accuracy": mix["accuracy"],
+        "cost": mix["cost"],
+        "worker_tokens": round(statistics.fmean(tokens), 2),
+    }, None
+
+
+def summary(res: Path = RESULTS) -> dict[str, Any]:
+    """Every figure issue 48 asks for, from the runs' outputs under ``res``."""
+    missing: dict[str, str] = {}
+    inputs: list[Path] = []
+    the_plan = plan(res)
+    inputs.append(res / "plan.json")
+    benchmarks = list(the_plan["benchmarks"])
+    steps = int(the_plan.get("steps", STEPS))
+    out: dict[str, Any] = {"benchmarks": benchmarks}
+
+    chosen_path = res / "chosen.json"
+    chosen = json.loads(chosen_path.read_text()) if chosen_path.is_file() else None
+    if chosen is None:
+        missing["chosen"] = f"{_rel(chosen_path)}: missing (run.sh choose)"
+    else:
+        inputs.append(chosen_path)
+    out["chosen"] = chosen
+
+    report_path = res / "report" / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.is_file() else None
+    if report is None:
+        missing["report"] = f"{_rel(report_path)}: missing (run.sh report)"
+    else:
+        inputs.append(report_path)
+    policy = None if report is None else report.get("mix", {}).get(CHOSEN)
+    mix_keys = ("vs_best_fixed", "vs_best_fixed_ci95", "vs_max_expert", "vs_max_expert_ci95")
+    if report is not None and (policy is None or "accuracy" not in policy):
+        why = f"{_rel(report_path)}: no mix figures for {CHOSEN!r} ({policy})"
+        policy = None
+        for key in (*mix_keys, "policy_cost", "policy_accuracy", "policy_score"):
+            missing[key] = why
+    for key in mix_keys:
+        out[key] = None if policy is None else policy[key]
+    out["policy_accuracy"] = None if policy is None else policy["accuracy"]
+    out["policy_cost"] = None if policy is None else policy["cost"]
+    best = None if report is None else report["mix"].get("best_fixed")
+    out["best_fixed_team"] = None if report is None else report.get("best_fixed_team")
+    out["best_fixed_accuracy"] = None if best is None else best["accuracy"]
+    out["best_fixed_cost"] = None if best is None else best["cost"]
+    scores = {} if report is None else report["mix"].get("score", {})
+    out["policy_score"] = None if policy is None else scores.get(CHOSEN)
+    out["knn_score"] = scores.get("knn")
+    null_score = (
+        "report/report.json: the mix's score of {} is null (no replicated oracle on every "
+        "benchmark, or no gap between it and the fixed teams' hull)"
+    )
+    if report is not None and scores.get("knn") is None:
+        missing["knn_score"] = null_score.format("knn")
+    if report is not None and policy is not None and scores.get(CHOSEN) is None:
+        missing["policy_score"] = null_score.format(CHOSEN)
+    out["per_benchmark"] = None
+    if report is not None and policy is not None:
+        out["per_benchmark"] = {
+            b: {k: (report[b].get(CHOSEN) or {}).get(k) for k in ("accuracy", "cost", *mix_keys)}
+            for b in benchmarks
+        }
+        out["pooled"] = {
+            k: report["pooled"][CHOSEN].get(k) for k in ("accuracy", "cost", *mix_keys)
+        }
+
+    # headroom: is there anything above the noise for a router to win?
+    ci = None if report is None else report["mix"].get("headroom_ci95")
+    out["headroom"] = None if report is None else report["mix"].get("headroom")
+    out["headroom_ci95"] = ci
+    if ci is None:
+        out["headroom_statement"] = None
+        if report is not None:
+            missing["headroom"] = (
+                "the mixed report has no headroom (no replicas on every benchmark)"
+            )
+    elif ci[0] <= 0.0:
+        out["headroom_statement"] = (
+            f"no headroom above the noise: replicated oracle − max expert {out['headroom']:+.4f} "
+            f"[{ci[0]:+.4f}, {ci[1]:+.4f}] reaches 0, so a router has nothing to find and the "
+            "AUROC lines are not asked (still given where their inputs exist)"
+        )
+    else:
+        out["headroom_statement"] = (
+            f"headroom above the noise: {out['headroom']:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+        )
+
+    # routing AUROC within each benchmark (so within its kind)
+    auroc: dict[str, float | None] = {}
+    shuffled: dict[str, float | None] = {}
+    for bench in benchmarks:
+        if chosen is None:
+            break
+        path = res / "reports" / chosen["run"] / f"{bench}.json"
+        if not path.is_file():
+            missing[f"auroc_within_kind.{bench}"] = f"{_rel(path)}: missing (run.sh report)"
+            continue
+        inputs.append(path)
+        table = json.loads(path.read_text())
+        mine = [m for m in table["methods"].values() if m["kind"] == "policy"]
+        auroc[bench] = mine[0].get("auroc") if len(mine) == 1 else None
+        shuffled[bench] = table["methods"].get("knn", {}).get("shuffled_auroc")
+    full = chosen is not None and len(auroc) == len(benchmarks)
+    for key, values in (("auroc_within_kind", auroc), ("shuffled_auroc_within_kind", shuffled)):
+        known = [v for v in values.values() if v is not None]
+        out[key] = (
+            {"per_benchmark": values, "mean": round(statistics.fmean(known), 4)}
+            if full and len(known) == len(benchmarks)
+            else None
+        )
+        if out[key] is None:
+            missing.setdefault(key, "no per-benchmark report for every benchmark (or no AUROC)")
+
+    # the two arms, on validation and on test
+    diff = reward_difference(steps, res)
+    out["credit_minus_global_reward"] = diff["value"]
+    out["credit_minus_global_reward_ci95"] = diff["ci95"]
+    out["credit_minus_global_reward_per_seed"] = diff["per_seed"]
+    if diff["value"] is None:
+        missing["credit_minus_global_reward"] = "; ".join(map(str, diff["missing"]))
+    elif diff["ci95"] is None:
+        missing["credit_minus_global_reward_ci95"] = "fewer than two seeds with both arms"
+    overhead = token_overhead(steps, res)
+    out["credit_token_overhead"] = overhead["tokens"]
+    out["credit_calls_overhead"] = overhead["calls"]
+    out["credit_overhead_per_seed"] = {
+        "tokens": overhead.get("tokens_per_seed"),
+        "calls": overhead.get("calls_per_seed"),
+    }
+    if overhead["tokens"] is None:
+        missing["credit_token_overhead"] = (
+            "; ".join(map(str, overhead["missing"])) or "the GRPO runs log no worker_tokens_total"
+        )
+    for arm in ARMS:
+        for seed in SEEDS:
+            if metrics_path(arm, seed, res).is_file():
+                inputs.append(metrics_path(arm, seed, res))
+    final: dict[str, Any] = {}
+    for arm in ARMS:
+        per_seed = {}
+        for seed in SEEDS:
+            name = f"grpo-{arm}-s{seed}"
+            figures, reason = test_figures(name, name, report, benchmarks, res)
+            if figures is None:
+                missing[f"final_test.{arm}.s{seed}"] = str(reason)
+            per_seed[str(seed)] = figures
+        got = [f for f in per_seed.values() if f is not None]
+        final[arm] = {
+            "per_seed": per_seed,
+            **{
+                key: round(statistics.fmean(f[key] for f in got), 4)
+                if len(got) == len(SEEDS)
+                else None
+                for key in ("accuracy", "cost", "worker_tokens")
+            },
+        }
+    out["final_test"] = final
+    out["chosen_test"] = None
+    if chosen is not None:
+        out["chosen_test"], reason = test_figures(CHOSEN, chosen["run"], report, benchmarks, res)
+        if reason is not None:
+            missing["chosen_test"] = reason
+    if report is not None:
+        inputs += [ROOT / name for name in report.get("inputs", {})]
+        out["report_command"] = report.get("command")
+    log = res / "commands.log"
+    out["commands"] = log.read_text().splitlines() if log.is_file() else []
+    if not out["commands"]:
+        missing["commands"] = f"{_rel(log)}: missing or empty"
+    out["inputs"] = {
+        _rel(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in dict.fromkeys(inputs)
+        if p.is_file()
+    }
+    out["missing"] = missing
+    out["notes"] = NOTES
+    return out
+
+
+NOTES = {
+    "credit_minus_global_reward": "each seed's final validation reward (heldout/reward at the "
+    "last step) of the credit arm minus the global arm's, then the mean over seeds; paired by "
+    "seed because both arms of a seed start from the same SFT warm start and score the same "
+    "validation items at the same drawn cost weights. The runs log only the mean reward over "
+    "the validation items, so the pairing cannot be per item; the interval is Student's t over "
+    "the seeds' differences (2 degrees of freedom for three seeds: wide, and it says so), not "
+    "a bootstrap (over three seeds that is only their range).",
+    "credit_token_overhead": "credit's worker tokens over global's for whole runs, a ratio of "
+    "sums over seeds, from worker_tokens_total (the tokens of every distinct worker call a run "
+    "read) where the runs log it; credit_calls_overhead is the same for worker_calls_total "
+    "(distinct worker calls), which they log today. The per-step worker_tokens is a mean over "
+    "valid rollouts only (mutants' tokens are not in it), so it is not used.",
+    "test": "a policy's test figures are lemon eval on every test table, at the v3 prompt's "
+    "default cost weight (0.02, R_orch's default), read through lemon report --mix: accuracy "
+    "and full cost (tier-priced, the policy's own tokens included) with equal weight per "
+    "benchmark; worker_tokens is raw worker tokens per item, equal weight per benchmark.",
+}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("configs", help="pin the complete benchmarks; write the SFT and GRPO configs")
+    sub.add_parser("benchmarks", help="print the pinned benchmarks and their teams")
+    sub.add_parser("choose", help="choose the run and step on validation: chosen.json")
+    at = sub.add_parser("at", help="the config of a GRPO run cut at an earlier step")
+    at.add_argument("arm", choices=ARMS)
+    at.add_argument("seed", type=int, choices=SEEDS)
+    at.add_argument("step", type=int)
+    sub.add_parser("summary", help="write summary.json from the runs' outputs")
+    args = parser.parse_args(argv)
+    if args.action == "configs":
+        for path in configs():
+            print(_rel(path))
+        return 0
+    if args.action == "benchmarks":
+        the_plan = plan()
+        for bench in the_plan["benchmarks"]:
+            print(bench, ",".join(the_plan["teams"][bench]))
+        return 0
+    if args.action == "choose":
+        data = choose(int(plan().get("steps", STEPS)))
+        (RESULTS / "chosen.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(data["run"])
+        return 0
+    if args.action == "at":
+        if not 0 < args.step < STEPS:
+            parser.error(f"step must be between 1 and {STEPS - 1}")
+        path = RESULTS / "configs" / f"grpo-{args.arm}-s{args.seed}-at{args.step}.yaml"
+        _write(
+            path,
+            grpo_config(plan()["benchmarks"], args.arm, args.seed, args.step),
+            f"grpo-{args.arm}-s{args.seed} cut at step {args.step} (chosen on validation)",
+        )
+        print(_rel(path))
+        return 0
+    data = summary()
+    (RESULTS / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({k: data[k] for k in ("vs_best_fixed", "policy_cost", "missing")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

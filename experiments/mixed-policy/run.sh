@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# One learned policy over the mixed workload (issue 48), resumable, from the repository root:
+#   bash experiments/mixed-policy/run.sh STAGE...
+# STAGE:
+#   configs     pin the benchmarks whose tables are complete (plan.json) and write configs/
+#   rows        cost-sensitive teacher rows (v3 prompt, every cost weight) of each benchmark's
+#               fit part: rows/<benchmark>.jsonl, joined into rows.jsonl
+#   sft-S       (or sft-sS) the SFT warm start of seed S (policies/mixed/sft-sS)
+#   grpo-ARM-S  GRPO, ARM global or credit, seed S, from sft-sS; its metrics.jsonl is copied to
+#               grpo/ARM-sS/
+#   choose      the run and step with the best validation reward (chosen.json); a step before
+#               the last is trained again as its own version (configs/grpo-ARM-sS-atK.yaml)
+#   eval-NAME   policies/mixed/NAME on every pinned test table: evals/NAME/<benchmark>/
+#               (eval-chosen: the chosen run)
+#   eval-all    eval-NAME for every SFT and GRPO run of plan.json
+#   report      lemon report --mix with every evaluated policy (report/), and lemon report TABLE
+#               with the chosen run's evaluations (reports/<run>/<benchmark>.json)
+#   summary     summary.json
+# Every command run is appended to commands.log (time, commit, command). LEMON_CODE: a checkout
+# whose code runs it (a git worktree at a fixed commit, so edits elsewhere cannot change a run
+# midway). LEMON_NICE: the niceness (default 10: the table build goes first).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=experiments/mixed-policy
+tables=tables
+code=.
+if [ -n "${LEMON_CODE:-}" ]; then
+  export PYTHONPATH="$LEMON_CODE/src:$LEMON_CODE/operator:$LEMON_CODE/services:$LEMON_CODE/training_jobs"
+  code=$LEMON_CODE
+fi
+commit=$(git -C "$code" rev-parse --short HEAD)
+nice_=${LEMON_NICE:-10}
+logged() {  # run a command, recording it first
+  echo "$(date -u +%FT%TZ) $commit $*" >> "$out/commands.log"
+  nice -n "$nice_" "$@"
+}
+lemon() { logged .venv/bin/lemon "$@"; }
+driver() { nice -n "$nice_" .venv/bin/python "$out/mixed_policy.py" "$@"; }
+benchmarks() { driver benchmarks; }  # lines: NAME TEAMS
+chosen_run() { .venv/bin/python -c "import json; print(json.load(open('$out/chosen.json'))['run'])"; }
+
+evaluate() {  # NAME: policies/mixed/NAME on every pinned test table
+  local name=$1
+  [ -d "policies/mixed/$name" ] || { echo "policies/mixed/$name: no such policy version" >&2; exit 2; }
+  while read -r bench teams; do
+    if [ -s "$out/evals/$name/$bench/items.jsonl" ] && [ -s "$out/evals/$name/$bench/summary.json" ]; then
+      echo "evals/$name/$bench: done"; continue
+    fi
+    lemon eval --policy "policies/mixed/$name" --table "$tables/$bench-test" \
+      --max-tokens 300 --policy-attempts 1 --policy-max-tokens 192 --concurrency 8 \
+      --out "$out/evals/$name" --name "$bench" -q
+  done < <(benchmarks)
+}
+
+for stage in "$@"; do
+  echo "== $(date -u +%FT%TZ) $stage"
+  case "$stage" in
+    configs) logged .venv/bin/python "$out/mixed_policy.py" configs ;;
+    rows)
+      mkdir -p "$out/rows"
+      weights=$(.venv/bin/python -c "import json; print(','.join(map(str, json.load(open('$out/plan.json'))['cost_weights'])))")
+      parts=()
+      while read -r bench teams; do
+        lemon teacher tables "$tables/$bench-train" --part fit --prompt-format lemon-policy-prompt/v3 \
+          --cost-weights "$weights" --teams "$teams" --cost-sensitive --out "$out/rows/$bench.jsonl"
+        parts+=("$out/rows/$bench.jsonl")
+      done < <(benchmarks)
+      cat "${parts[@]}" > "$out/rows.jsonl"
+      echo "$(date -u +%FT%TZ) $commit cat ${parts[*]} > $out/rows.jsonl" >> "$out/commands.log"
+      wc -l "${parts[@]}" "$out/rows.jsonl" ;;
+    sft-*) seed=${stage#sft-}; lemon train sft --config "$out/configs/sft-s${seed#s}.yaml" ;;
+    grpo-*)
+      arm_seed=${stage#grpo-}  # ARM-S (or ARM-sS)
+      arm=${arm_seed%-*}; seed=${arm_seed##*-}; seed=${seed#s}
+      lemon train grpo --config "$out/configs/grpo-$arm-s$seed.yaml"
+      mkdir -p "$out/grpo/$arm-s$seed"
+      cp "policies/mixed/grpo-$arm-s$seed/metrics.jsonl" "$out/grpo/$arm-s$seed/metrics.jsonl" ;;
+    choose)
+      logged .venv/bin/python "$out/mixed_policy.py" choose
+      run=$(chosen_run)
+      case "$run" in
+        *-at*)  # the run cut at its best validation step: trained again to that step
+          base=${run%-at*}; step=${run##*-at}; arm_seed=${base#grpo-}
+          arm=${arm_seed%-s*}; seed=${arm_seed##*-s}
+          logged .venv/bin/python "$out/mixed_policy.py" at "$arm" "$seed" "$step"
+          lemon train grpo --config "$out/configs/$run.yaml" ;;
+      esac
+      echo "chosen: $run" ;;
+    eval-chosen) evaluate "$(chosen_run)" ;;
+    eval-all)
+      for seed in 0 1 2; do
+        for name in "sft-s$seed" "grpo-global-s$seed" "grpo-credit-s$seed"; do evaluate "$name"; done
+      done ;;
+    eval-*) evaluate "${stage#eval-}" ;;
+    report)
+      list=$(benchmarks | cut -d' ' -f1 | paste -sd, -)
+      policies=()
+      for dir in "$out"/evals/*/; do
+        [ -d "$dir" ] && policies+=(--policy "$(basename "$dir")=${dir%/}")
+      done
+      if [ -f "$out/chosen.json" ]; then
+        run=$(chosen_run)
+        policies+=(--policy "chosen=$out/evals/$run")
+        mkdir -p "$out/reports/$run"
+        while read -r bench teams; do
+          lemon report "$tables/$bench-test" --train "$tables/$bench-train" --teams "$teams" \
+            --policy-run "$out/evals/$run/$bench" --json > "$out/reports/$run/$bench.json"
+        done < <(benchmarks)
+      fi
+      lemon report --mix "$tables" --benchmarks "$list" "${policies[@]}" --out "$out/report" > /dev/null ;;
+    summary) logged .venv/bin/python "$out/mixed_policy.py" summary ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+done
