@@ -1,4 +1,5 @@
-"""``lemon models list`` and ``lemon models fetch``: the pinned GGUF models and their cache."""
+"""``lemon models list``, ``lemon models fetch`` and ``lemon models export-policy``: the pinned
+GGUF models and their cache, and a policy version exported to GGUF for llama.cpp."""
 
 from __future__ import annotations
 
@@ -103,6 +104,25 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_export_policy(args: argparse.Namespace) -> int:
+    from lemon.backends.exporting import ExportError, export_gguf, policy_gguf
+    from lemon.backends.packaged import PackagedModelMissing
+    from lemon.policy.shipped import LEARNED, shipped_policy
+    from lemon.policy.version import PolicyVersionError, read_policy
+
+    try:
+        version = shipped_policy() if args.version == LEARNED else Path(args.version)
+        read_policy(version)
+        if args.out:
+            path = export_gguf(version, Path(args.out), outtype=args.outtype)
+        else:
+            path = policy_gguf(version, outtype=args.outtype, quiet=args.quiet)
+    except (PolicyVersionError, ExportError, PackagedModelMissing, LookupError, OSError) as exc:
+        raise UsageError(f"cannot export {args.version}: {exc}") from None
+    print(path)
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("models", help="list and fetch the pinned GGUF models")
     models = p.add_subparsers(dest="models_command", required=True, metavar="ACTION")
@@ -126,3 +146,22 @@ def register(sub: Any) -> None:
         help="take the wheels from this folder instead of PyPI (pip --no-index --find-links)",
     )
     q.set_defaults(handler=cmd_fetch)
+
+    q = models.add_parser(
+        "export-policy",
+        help="export a policy version to GGUF (its LoRA merged) for llama.cpp",
+        description="Write the policy version (a directory, or 'learned') as one GGUF file: "
+        "its weights merged over its base, the base GGUF's tokenizer and hyperparameters. "
+        "By default into the cache, where `lemon run --policy` finds it (it exports there on "
+        "first use otherwise); prints the file's path.",
+    )
+    q.add_argument("version", metavar="VERSION", help="a policy version directory or 'learned'")
+    q.add_argument(
+        "--outtype",
+        choices=["f16", "f32", "q8_0"],
+        default="f16",
+        help="tensor type (default f16, what the policy runs; q8_0: llama.cpp's quantizer)",
+    )
+    q.add_argument("--out", metavar="FILE", help="write here instead of the cache")
+    q.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    q.set_defaults(handler=cmd_export_policy)
