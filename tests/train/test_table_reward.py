@@ -70,10 +70,16 @@ def test_table_rollouts_are_answered_from_the_table(table: Table, tiny_model: Pa
     assert stats.success == [table.cells[(i, "single-large")].success for i in items]
     assert reward.distinct_calls == len(items)  # one large call per item
     assert reward.live_calls == 0
+    # the run's worker tokens: each item's one large call, counted once, priced as the table
+    calls = [table.calls[k] for k in reward._store.read]
+    raw = sum(c.prompt_tokens + c.completion_tokens for c in calls)
+    assert raw > 0
+    assert reward.distinct_tokens == (raw, pytest.approx(raw * table.meta.tier_prices["large"]))
     # read again: no new distinct call
     asyncio.run(reward([None] * len(items), [None] * len(items), [large] * len(items), **columns))
     assert reward.distinct_calls == len(items)
     assert reward.last.worker_calls == 0
+    assert reward.distinct_tokens[0] == raw  # read again: nothing new
     assert rewards[0] != rewards[-1] or len(set(stats.success)) == 1
     # a team the table lacks (duties of its own) fails without live calls
     text = SINGLE.format(tier="medium").replace("capacity", 'duties: "Be brief."\n    capacity')
@@ -96,6 +102,13 @@ def test_a_call_the_table_lacks_runs_live_and_counts_once(table: Table, tiny_mod
     assert reward.live_calls == 1
     assert reward.distinct_calls == 1
     assert reward.last.valid == [True]
+    # the live call names its model's identity; it is priced as its tier, medium
+    (call,) = reward._store.added.values()
+    tokens = call.prompt_tokens + call.completion_tokens
+    assert reward.distinct_tokens == (
+        tokens,
+        pytest.approx(tokens * table.meta.tier_prices["medium"]),
+    )
 
 
 def test_mutants_of_a_column_are_mostly_other_columns(table: Table, tiny_model: Path) -> None:

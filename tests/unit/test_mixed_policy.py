@@ -185,12 +185,6 @@ def test_the_policy_against_the_fixed_teams(full: dict[str, Any]) -> None:
     assert s["per_benchmark"]["svamp"]["vs_best_fixed"] == pytest.approx(0.2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lemon.evals.mixed scores the mix against upper_envelope of (accuracy, cost) "
-    "points, which takes (cost, accuracy): every mix score is null (mixed.py, _mixed_team's "
-    "pairs passed as they are)",
-)
 def test_the_normalised_scores_over_the_mix(full: dict[str, Any]) -> None:
     s = full["summary"]
     # mix hull: (10, 0.1), (30, 0.3), (100, 0.45); at 60: 0.3 + 0.15 * 30/70; replicated

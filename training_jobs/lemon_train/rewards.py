@@ -644,6 +644,32 @@ class TableReward(EngineReward):
     def distinct_calls(self) -> int:
         return 0 if self._store is None else len(self._store.read)
 
+    @property
+    def distinct_tokens(self) -> tuple[int, float]:
+        """The worker tokens (prompt and completion) of every distinct call read in this run,
+        from the table or live, and the same tokens tier-priced by the table's prices: the
+        run's cost in worker tokens, each call counted once (a call the table lacks and no
+        live model answered cost nothing)."""
+        if self._store is None:
+            return 0, 0.0
+        prices = self.table.meta.tier_prices
+        # a table's calls name their tier; a live call its model's identity
+        tier_of = {m.identity: t for t, m in self.table.meta.models.items()}
+        raw, priced = 0, 0.0
+        for key in self._store.read:
+            call = self._store.calls.get(key) or self._store.added.get(key)
+            if call is None:
+                continue
+            tier = call.tier if call.tier in prices else tier_of.get(call.tier)
+            if tier not in prices:
+                raise ValueError(
+                    f"call {key}: tier {call.tier!r} has no price in {self.table.path}"
+                )
+            tokens = call.prompt_tokens + call.completion_tokens
+            raw += tokens
+            priced += tokens * prices[tier]
+        return raw, priced
+
     async def paid_mutant(
         self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
     ) -> Outcome | None:
@@ -679,4 +705,7 @@ class TableReward(EngineReward):
             log_metric("worker_calls", float(self.last.worker_calls))
             log_metric("worker_calls_total", float(total))
             log_metric("live_calls_total", float(self.live_calls))
+            raw, priced = self.distinct_tokens
+            log_metric("worker_tokens_total", float(raw))
+            log_metric("worker_priced_tokens_total", priced)
         return rewards

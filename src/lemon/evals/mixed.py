@@ -441,7 +441,7 @@ def mixed_report(
             t: {"accuracy": round(a, 4), "cost": round(c, 2)} for t, (a, c) in fixed
         }
         report[part]["score"] = _normalised(
-            report[part], curves.upper_envelope([p for _, p in fixed]), list(policies)
+            report[part], curves.upper_envelope([(c, a) for _, (a, c) in fixed]), list(policies)
         )
     report["best_fixed_team"] = best_fixed
     report["policies"] = list(policies)
