@@ -332,10 +332,11 @@ def reward_difference(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]
 
 def token_overhead(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
     """Credit's worker cost over global's for whole runs: tokens where the runs log their
-    distinct calls' tokens (``worker_tokens_total``), and distinct worker calls
+    distinct calls' tokens (``worker_priced_tokens_total``), and distinct worker calls
     (``worker_calls_total``), each a ratio of sums over the seeds both arms finished."""
     totals: dict[str, dict[str, list[float]]] = {
-        key: {arm: [] for arm in ARMS} for key in ("worker_tokens_total", "worker_calls_total")
+        key: {arm: [] for arm in ARMS}
+        for key in ("worker_priced_tokens_total", "worker_calls_total")
     }
     why = []
     seeds = []
@@ -351,7 +352,7 @@ def token_overhead(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
                 values = [float(r[key]) for r in rows[arm] if key in r]
                 by_arm[arm].append(values[-1] if values else math.nan)
     out: dict[str, Any] = {"seeds": seeds, "missing": why}
-    for key, name in (("worker_tokens_total", "tokens"), ("worker_calls_total", "calls")):
+    for key, name in (("worker_priced_tokens_total", "tokens"), ("worker_calls_total", "calls")):
         credit, plain = totals[key]["credit"], totals[key]["global"]
         if len(seeds) < len(SEEDS) or any(math.isnan(v) for v in credit + plain):
             out[name] = None
@@ -518,7 +519,8 @@ def summary(res: Path = RESULTS) -> dict[str, Any]:
     }
     if overhead["tokens"] is None:
         missing["credit_token_overhead"] = (
-            "; ".join(map(str, overhead["missing"])) or "the GRPO runs log no worker_tokens_total"
+            "; ".join(map(str, overhead["missing"]))
+            or "the GRPO runs log no worker_priced_tokens_total"
         )
     for arm in ARMS:
         for seed in SEEDS:
@@ -575,9 +577,9 @@ NOTES = {
     "the seeds' differences (2 degrees of freedom for three seeds: wide, and it says so), not "
     "a bootstrap (over three seeds that is only their range).",
     "credit_token_overhead": "credit's worker tokens over global's for whole runs, a ratio of "
-    "sums over seeds, from worker_tokens_total (the tokens of every distinct worker call a run "
-    "read) where the runs log it; credit_calls_overhead is the same for worker_calls_total "
-    "(distinct worker calls), which they log today. The per-step worker_tokens is a mean over "
+    "sums over seeds, from worker_priced_tokens_total (the tier-priced tokens of every distinct "
+    "worker call a run read) where the runs log it; credit_calls_overhead is the same for "
+    "worker_calls_total (distinct worker calls). The per-step worker_tokens is a mean over "
     "valid rollouts only (mutants' tokens are not in it), so it is not used.",
     "test": "a policy's test figures are lemon eval on every test table, at the v3 prompt's "
     "default cost weight (0.02, R_orch's default), read through lemon report --mix: accuracy "

@@ -78,7 +78,7 @@ def _metrics(res: Path, arm: str, seed: int, *, steps: int = 40, tokens: bool = 
                     "worker_calls": 1.0,
                     "worker_tokens": 123.0,
                 }
-                | ({"worker_tokens_total": TOKENS[arm][seed] * step / 40} if tokens else {})
+                | ({"worker_priced_tokens_total": TOKENS[arm][seed] * step / 40} if tokens else {})
             )
         rows.append({"step": step, "heldout/reward": reward, "heldout/tasks": 6.0})
     path = res / "grpo" / f"{arm}-s{seed}" / "metrics.jsonl"
@@ -239,7 +239,7 @@ def test_missing_inputs_give_null_and_say_why(tmp_path: Path) -> None:
     for arm, seed in HELD:
         if (arm, seed) == ("credit", 2):
             continue
-        # the runs log no worker_tokens_total; global s2 stopped at step 30
+        # the runs log no worker_priced_tokens_total; global s2 stopped at step 30
         _metrics(
             tmp_path, arm, seed, tokens=False, steps=30 if (arm, seed) == ("global", 2) else 40
         )
@@ -270,7 +270,7 @@ def test_token_overhead_needs_the_runs_to_log_tokens(tmp_path: Path) -> None:
     out = mp.token_overhead(40, tmp_path)
     assert out["tokens"] is None
     assert out["calls"] == pytest.approx(810 / 330, abs=1e-4)
-    assert "worker_tokens_total: not logged by every run" in out["missing"]
+    assert "worker_priced_tokens_total: not logged by every run" in out["missing"]
 
 
 def test_what_lemon_report_table_writes_is_what_summary_reads(tables: Path, tmp_path: Path) -> None:
