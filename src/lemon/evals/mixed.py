@@ -649,6 +649,27 @@ def markdown(report: Mapping[str, Any]) -> str:
     lines.append("| **headroom** (replicated oracle − max expert) | " + " | ".join(row) + " |")
     teams = " | ".join(f"{report[b]['max_expert_team']}" for b in benches)
     lines.append(f"| max expert's team | {teams} | |")
+    counted = []
+    for b in benches:
+        oracle = report[b].get("replicated_oracle") or {}
+        with_replica = oracle.get("teams_with_replica")
+        counted.append(
+            "–" if with_replica is None else f"{len(with_replica)} of {len(report[b]['teams'])}"
+        )
+    lines.append(
+        f"| teams the replicated oracle counts (with a replica) | {' | '.join(counted)} | |"
+    )
+    partial = [
+        b
+        for b, c in zip(benches, counted, strict=True)
+        if c != "–" and c.split(" of ")[0] != c.split(" of ")[1]
+    ]
+    if partial:
+        lines += [
+            "",
+            f"On {', '.join(partial)} not every team has its replica yet: the replicated oracle "
+            "(and the headroom) counts only the teams that do, a lower bound of the full one.",
+        ]
     return "\n".join(lines)
 
 
