@@ -226,10 +226,13 @@ def measure(rounds: int, sides: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+def _child_main(side: str) -> int:
+    """A side's process (``bench_policy.py --child SIDE``): its figures as one JSON line."""
+    print(json.dumps(asyncio.run(_child(side))))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and sys.argv[1:2] == ["--child"]:
-        print(json.dumps(asyncio.run(_child(sys.argv[2]))))
-        return 0
     bench = harness.Harness("policy", __doc__, rounds=2, rounds_help="rounds (default 2)")
     bench.parser.add_argument(
         "--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}"
@@ -251,4 +254,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        raise SystemExit(_child_main(sys.argv[2]))
     raise SystemExit(main())

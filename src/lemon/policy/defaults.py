@@ -85,7 +85,7 @@ BUILTIN_POLICIES: dict[str, Callable[[], SpecPolicy]] = {
 }
 """The policies that ship with LEMON, by name: ``best-fixed-team`` (:mod:`lemon.policy.fixed`;
 no model) and ``learned`` (:mod:`lemon.policy.shipped`: the pinned adapter, run in-process on
-transformers)."""
+llama.cpp, exported once to GGUF; :func:`lemon.policy.inference.load_policy`)."""
 
 BUILTIN_DEFAULT = "best-fixed-team"
 """The built-in default: the best fixed team per task kind. It becomes ``learned`` when a
