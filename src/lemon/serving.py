@@ -29,8 +29,8 @@ As vLLM does:
 Grammars (llguidance's Lark dialect) are accepted the ways servers take them: vLLM's
 ``structured_outputs: {"grammar": ...}`` and older ``guided_grammar``, and llama.cpp's
 ``grammar`` when it starts with ``%llguidance`` (a GBNF grammar gets a 400: not supported here).
-An invalid grammar gets a 400 with llguidance's message; so does any grammar on a llama.cpp
-model, which decodes without one.
+An invalid grammar gets a 400 with llguidance's message. Both backends decode under one (the
+same llguidance matcher: a logits processor on transformers, masks on llama.cpp's logits).
 
 Errors map to status codes in one table (:data:`ERRORS`).
 """
@@ -202,10 +202,6 @@ class ServedModel:
     def name(self) -> str:
         return self.names[0]
 
-    @property
-    def takes_grammars(self) -> bool:
-        return isinstance(self.backend, LocalBackend)
-
     def check(self, requested: str | None) -> None:
         if requested is not None and requested not in self.names:
             raise _Refused(
@@ -306,12 +302,6 @@ class _Server:
             constraint = body.constraint()
         except (ValueError, RuntimeError) as exc:
             raise _Refused("invalid_request", str(exc)) from None
-        if constraint is not None and not self.served.takes_grammars:
-            raise _Refused(
-                "invalid_request",
-                f"this server runs {self.served.backend.label}, which decodes without "
-                "grammars: send the request without one",
-            )
         return constraint
 
     async def generate(self, request: GenerationRequest, queue: asyncio.Queue[str] | None) -> Any:
