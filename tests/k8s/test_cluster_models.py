@@ -70,6 +70,16 @@ def _watch_until_succeeded(cluster: LocalCluster, name: str, *, timeout: float) 
     return lines
 
 
+def _why(cluster: LocalCluster, name: str) -> str:
+    """The run's status (its message and each agent's error) and the tail of every log of the
+    cluster's processes: what a failed watch needs to be read."""
+    status = ((cluster.get("lrun", name) or {}).get("status")) or {}
+    parts = [f"\n--- {name} status\n{json.dumps(status, indent=1)[-4000:]}"]
+    for log in sorted((cluster.state / "logs").glob("*.log")):
+        parts.append(f"--- {log.name}\n{log.read_text(errors='replace')[-1500:]}")
+    return "\n".join(parts)
+
+
 def test_the_example_manifests_run_on_the_embedded_tiers(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "-f", str(ROOT / "examples" / "k8s"))
     lines = _watch_until_succeeded(cluster, "natalia-team", timeout=900)
@@ -77,7 +87,7 @@ def test_the_example_manifests_run_on_the_embedded_tiers(cluster: LocalCluster) 
     header += ["SPENT", "AGE"]
     assert lines[0].split() == header, lines
     assert lines[-1].split()[:2] == ["natalia-team", "Succeeded"], (
-        "\n".join(lines) + cluster.output()
+        "\n".join(lines) + cluster.output() + _why(cluster, "natalia-team")
     )
 
     run = cluster.get("lrun", "natalia-team")
@@ -90,7 +100,9 @@ def test_the_example_manifests_run_on_the_embedded_tiers(cluster: LocalCluster) 
     # The task-only example: LEMON chose the team (no namespace default here: the built-in
     # default, lemon run's), and its answer is complete: the sample's 72.
     chosen = _watch_until_succeeded(cluster, "natalia", timeout=900)
-    assert chosen[-1].split()[:2] == ["natalia", "Succeeded"], "\n".join(chosen)
+    assert chosen[-1].split()[:2] == ["natalia", "Succeeded"], "\n".join(chosen) + _why(
+        cluster, "natalia"
+    )
     by_lemon = (cluster.get("lrun", "natalia") or {})["status"]
     assert by_lemon["specOrigin"].startswith("best fixed team for math tasks: pot-large")
     assert by_lemon["costUnit"] == "tier-priced tokens"

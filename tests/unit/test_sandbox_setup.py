@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,18 @@ from tests.conftest import run_lemon
 def test_missing_bubblewrap_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no bwrap, no setpriv
     with pytest.raises(SandboxUnavailable, match=r"bubblewrap is not installed \(apt-get"):
+        probe()
+
+
+def test_missing_prlimit_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for tool in ("bwrap", "setpriv"):  # everything the sandbox needs but prlimit
+        found = shutil.which(tool)
+        assert found is not None, f"{tool} is not installed here"
+        (tmp_path / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(
+        SandboxUnavailable, match=r"prlimit is missing \(apt-get install -y util-linux"
+    ):
         probe()
 
 
