@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from lemon.budget import WORKER_MAX_TOKENS
+from lemon.policy.fixed import best_teams
 from lemon.spec import compile_spec, parse_spec
 from lemon_api.client import ClientConfig, LemonClient, run_options
 from lemon_api.v1 import orchestrator_pb2 as pb
@@ -57,7 +58,8 @@ def test_orchestrate_without_a_spec_runs_lemon_runs_default_and_says_so(
     assert response.spec_choice == pb.SPEC_CHOICE_BUILTIN_DEFAULT
     assert local["spec_choice"] == "builtin-default"
     assert response.spec_origin == local["spec_origin"]
-    assert response.spec_origin.startswith("best fixed team for math tasks: pot-large (")
+    default = best_teams()["math"]["team"]  # fixed_teams.json: the tables choose it
+    assert response.spec_origin.startswith(f"best fixed team for math tasks: {default} (")
     assert response.spec == local["spec"]
     assert [(a.name, a.role, a.capacity) for a in response.agents] == [
         (a["name"], a["role"], a["capacity"]) for a in local["agents"]

@@ -251,7 +251,12 @@ def test_lemon_run_cli_on_the_scripted_profile(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["status"] == "succeeded"
     assert "scripted test double" in data["profile_note"]
-    assert len(read_trace(trace)) >= 8
+    # the whole run is traced: its spec, each agent's start and end, the run's end and verdict
+    kinds = [type(event).__name__ for event in read_trace(trace)]
+    agents = len(data["agents"])
+    assert kinds[:2] == ["SpecReady", "RunStarted"]
+    assert kinds[-2:] == ["RunFinished", "RunScored"]
+    assert (kinds.count("AgentStarted"), kinds.count("AgentFinished")) == (agents, agents)
     # the default: the best fixed team of the task's kind (fixed_teams.json), saying so
     assert data["spec_origin"].startswith("best fixed team for math tasks: ")
     question = "Which is a prime? (A) 4 (B) 6 (C) 7 (D) 9"

@@ -239,3 +239,69 @@ def test_lemon_report_mix_reads_a_policys_eval_runs(root: Path, tmp_path: Path) 
                         "--policy", f"mine={tmp_path / 'none'}")  # fmt: skip
     assert nothing.returncode == 1
     assert "no <benchmark>/items.jsonl" in nothing.stderr
+
+
+# MultiArith: one large agent right on every item, program of thought on none (as the real
+# tables have it: 0.97 against 0.68), so over the two maths benchmarks the choice turns over
+MULTIARITH: World = {
+    "single-small": (10.0, lambda k: False, lambda k: False),
+    "single-large": (100.0, lambda k: True, lambda k: True),
+    "pot-large": (50.0, lambda k: False, lambda k: False),
+}
+
+
+def _copy(source: Path, target: Path) -> None:
+    target.mkdir(parents=True)
+    for part in source.iterdir():
+        if part.is_file() and part.name != "summary.json":
+            (target / part.name).write_bytes(part.read_bytes())
+
+
+def test_the_report_kind_router_is_the_shipped_default_and_weighs_benchmarks_equally(
+    root: Path, tmp_path: Path
+) -> None:
+    """One rule for "the best fixed team of a kind": ``fixed_teams.json`` (what `lemon run`,
+    the gRPC service and a task-only LemonRun run) and the report's kind router choose alike,
+    over every train table of the kind, and a budget prices the teams on the same tables."""
+    from lemon.policy.estimates import measured_teams
+    from lemon.policy.fixed import TABLES
+    from lemon.tables.choice import choose_fixed_teams
+    from lemon.tables.digest import write_summary
+
+    repo = tmp_path / "repo"
+    for name in ("svamp-train", "aqua-train"):
+        _copy(root / name, repo / TABLES / name)
+        write_summary(Table.open(repo / TABLES / name))
+    alone = choose_fixed_teams(repo)
+    assert (alone["math"]["team"], alone["multiple_choice"]["team"]) == ("pot-large", "quick-large")
+    assert alone["math"]["source"] == f"{TABLES.as_posix()}/svamp-train/summary.json"
+
+    both = tmp_path / "both"
+    for split in ("train", "test"):
+        for name in ("svamp", "aqua"):
+            _copy(root / f"{name}-{split}", both / TABLES / f"{name}-{split}")
+        _table(
+            both / TABLES / f"multiarith-{split}", "multiarith", split, TaskKind.MATH, MULTIARITH
+        )
+    for name in ("svamp-train", "aqua-train", "multiarith-train"):
+        write_summary(Table.open(both / TABLES / name))
+    shipped = choose_fixed_teams(both)
+    # svamp: pot-large 0.7 at 50, single-large 0.5 at 100; multiarith: 0.0 and 1.0. Each
+    # benchmark weighs the same: single-large's 0.75 beats pot-large's 0.35
+    assert shipped["math"]["team"] == "single-large"
+    assert shipped["math"]["accuracy"] == 0.75
+    assert shipped["math"]["benchmark"] == "multiarith+svamp"
+    assert shipped["math"]["n"] == 2 * N
+    assert shipped["multiple_choice"]["team"] == "quick-large"
+
+    pairs = mixed.discover(str(both / TABLES), ["svamp", "aqua", "multiarith"])
+    report = mixed.mixed_report([mixed.load_bench(Table.open(a), Table.open(b)) for a, b in pairs])
+    for bench, kind in (("svamp", "math"), ("multiarith", "math"), ("aqua", "multiple_choice")):
+        assert report[bench]["kind_router_team"] == shipped[kind]["team"], bench
+    # and a budget prices the default's teams on the same two tables, as their means
+    figures = {
+        f.team: f for f in measured_teams(TaskKind.MATH, prices=DEFAULT_TIER_PRICES, root=both)
+    }
+    assert figures["single-large"].accuracy == pytest.approx(0.75)
+    assert figures["pot-large"].cost == pytest.approx(50.0)
+    assert figures["single-large"].benchmark == "multiarith+svamp"

@@ -13,7 +13,9 @@ Per benchmark, on the test items every team answered:
   benchmark's own best team, chosen on its train table (ties to the cheaper);
 - ``kind_router``: the best team of the task's kind (maths, multiple choice, code: what
   :func:`lemon.tasks.classify_task` reads from the text), chosen on the train tables of that
-  kind; unlike the max expert it is not told the benchmark;
+  kind by the rule the shipped default is chosen by (:func:`lemon.tables.choice.kind_choice`:
+  the best mean R_orch, each benchmark weighing the same): LEMON's built-in default, unlike the
+  max expert not told the benchmark;
 - ``knn`` / ``logistic``: the text routers of :mod:`lemon.evals.routers`, one per kind, fitted
   on that kind's train items, routing at R_orch's price on cost;
 - ``cascade``: a cheap team's two answers (greedy and replica); where they state the same
@@ -62,8 +64,9 @@ from lemon.evals.routers import KnnRouter, LogisticRouter, route
 from lemon.policy.columns import COLUMNS, REPLICA_SEED
 from lemon.reward import RewardConfig
 from lemon.scoring.stats import paired_bootstrap
+from lemon.tables.choice import kind_choice
 from lemon.tables.store import Table
-from lemon.tasks import classify_task, task_text
+from lemon.tasks import TaskKind, classify_task, task_text
 
 __all__ = [
     "Bench",
@@ -218,13 +221,9 @@ def _kind_choices(benches: Sequence[Bench], price: float) -> dict[str, dict[str,
         group = [b for b in benches if b.kind == kind]
         common = [t for t in group[0].teams if all(t in b.teams for b in group)]
         cols = [[b.teams.index(t) for t in common] for b in group]
-        acc = np.mean(
-            [b.train.success[:, c].mean(axis=0) for b, c in zip(group, cols, strict=True)], axis=0
-        )
-        spend = np.mean(
-            [b.train.cost[:, c].mean(axis=0) for b, c in zip(group, cols, strict=True)], axis=0
-        )
-        best = common[int(np.lexsort((spend, -np.round(acc, 12)))[0])]
+        # the shipped default's rule (fixed_teams.json): the best mean R_orch on the kind's
+        # train tables, each benchmark weighing the same
+        best = kind_choice([b.train.table for b in group], TaskKind(kind), teams=common)["team"]
         tasks = [t for b in group for t in b.train.tasks]
         success = np.vstack([b.train.success[:, c] for b, c in zip(group, cols, strict=True)])
         cost = np.vstack([b.train.cost[:, c] for b, c in zip(group, cols, strict=True)])

@@ -3,10 +3,11 @@
 :func:`estimate_spec` estimates what a spec will spend (:class:`lemon.budget.BudgetEstimate`),
 from what the project knows, and says which it used:
 
-- ``table``: the spec is one of the fixed teams an outcome table measured for the task's kind
-  (the train table the default team is chosen on, :data:`lemon.policy.fixed.KIND_TABLES`), run
-  with the table's ``max_tokens`` and priced as the table priced it: the team's mean worker
-  tokens and mean tier-priced cost over the table's items (``tables/<name>/summary.json``);
+- ``table``: the spec is one of the fixed teams the outcome tables measured for the task's kind
+  (the train tables the default team is chosen on,
+  :func:`lemon.policy.fixed.kind_train_tables`), run with the tables' ``max_tokens`` and priced
+  as they priced it: the team's mean worker tokens and mean tier-priced cost over each table's
+  items, averaged over the tables (``tables/<name>/summary.json``);
 - ``upper_bound`` otherwise: the most the spec's model agents can spend, each prompt bounded by
   its text's UTF-8 bytes (:func:`lemon.budget.prompt_bound`; a dependency's output counted as
   ``max_tokens`` tokens plus its header) and each answer by ``max_tokens``, at its tier's price.
@@ -18,7 +19,7 @@ A mean is what a team spends on a typical item, not on every item: the executor'
 :func:`fit_budget` checks a spec against a budget before anything runs: one whose estimate
 exceeds the budget is refused (:class:`lemon.budget.BudgetRefused`, naming the budget, the
 estimate and its source), or, where the request allows it, replaced by the default policy's
-choice under that budget: among the fixed teams the task kind's table measured whose mean cost
+choice under that budget: among the fixed teams the task kind's tables measured whose mean cost
 and tokens fit, the one with the best mean R_orch (the reward the shipped default is chosen by,
 :mod:`lemon.tables.choice`). A budget below every measured team's mean is refused as below the
 cheapest team. The figures are read from the repository's ``tables/``; an installation without
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon.budget import Budget, BudgetEstimate, BudgetRefused, prompt_bound
-from lemon.policy.fixed import KIND_TABLES, TABLES
+from lemon.policy.fixed import TABLES, kind_train_tables
 from lemon.pricing import TierPrices
 from lemon.reward import RewardConfig, orchestration_reward
 from lemon.spec.formatting import format_spec
@@ -116,33 +117,43 @@ def _summary(path: Path, mtime: float) -> dict[str, Any] | None:
 def measured_teams(
     kind: TaskKind, *, prices: TierPrices, root: Path | None = None
 ) -> list[TeamFigures]:
-    """The greedy fixed teams the kind's train table measured on every item, priced as
+    """The greedy fixed teams every train table of the kind measured on every item
+    (:func:`lemon.policy.fixed.kind_train_tables`: the tables its default team is chosen on),
+    each figure the mean over the tables (each benchmark weighing the same), priced as
     ``prices`` price them (a table priced otherwise gives none), cheapest first; none when the
     kind has no table or ``root`` (default: :func:`tables_root`) has none."""
     from lemon.policy.columns import column
 
-    name = KIND_TABLES.get(kind)
     root = root if root is not None else tables_root()
-    if name is None or root is None:
+    if root is None:
         return []
-    path = root / TABLES / name / "summary.json"
-    try:
-        data = _summary(path, path.stat().st_mtime)
-    except OSError:
-        return []
-    if data is None or not _same_prices(data.get("tier_prices"), prices):
+    summaries = []
+    for name in kind_train_tables(root, kind):
+        path = root / TABLES / name / "summary.json"
+        try:
+            data = _summary(path, path.stat().st_mtime)
+        except OSError:
+            return []
+        if data is None or not _same_prices(data.get("tier_prices"), prices):
+            return []
+        summaries.append((name, data))
+    if not summaries:
         return []
     config = RewardConfig()
     found = []
-    for team, row in (data.get("teams") or {}).items():
+    for team in summaries[0][1].get("teams") or {}:
         try:
             col = column(team)
         except (KeyError, ValueError):
             continue  # a team this version no longer knows
-        if not row.get("complete") or col.sampled or not col.applies_to(kind):
+        rows = [(data.get("teams") or {}).get(team) or {} for _, data in summaries]
+        if not all(row.get("complete") for row in rows) or col.sampled or not col.applies_to(kind):
             continue
         spec = col.spec(kind)
-        accuracy, tokens, cost = row["accuracy"], row["mean_worker_tokens"], row["mean_priced"]
+        accuracy, tokens, cost = (
+            sum(float(row[key]) for row in rows) / len(rows)
+            for key in ("accuracy", "mean_worker_tokens", "mean_priced")
+        )
         reward = orchestration_reward(
             accuracy,
             worker_tokens=round(tokens),
@@ -154,15 +165,17 @@ def measured_teams(
         found.append(
             TeamFigures(
                 team=team,
-                accuracy=float(accuracy),
-                worker_tokens=float(tokens),
-                cost=float(cost),
-                n=int(row["n"]),
+                accuracy=accuracy,
+                worker_tokens=tokens,
+                cost=cost,
+                n=sum(int(row["n"]) for row in rows),
                 reward=reward,
-                benchmark=str(data.get("benchmark", name)),
-                table=(TABLES / name / "summary.json").as_posix(),
-                profile=str(data.get("profile", "")),
-                max_tokens=int(data.get("worker_max_tokens", 0)),
+                benchmark="+".join(str(data.get("benchmark", name)) for name, data in summaries),
+                table=", ".join(
+                    (TABLES / name / "summary.json").as_posix() for name, _ in summaries
+                ),
+                profile=str(summaries[0][1].get("profile", "")),
+                max_tokens=min(int(data.get("worker_max_tokens", 0)) for _, data in summaries),
             )
         )
     return sorted(found, key=lambda f: (f.cost, f.worker_tokens, f.team))
