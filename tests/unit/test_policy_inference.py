@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,45 @@ def test_policy_version_metadata(tmp_path):  # type: ignore[no-untyped-def]
     (final / "policy.json").write_text(json.dumps({"version": "v1", "stage": "rl"}))
     with pytest.raises(PolicyVersionError, match="stage"):
         read_policy(final)
+
+
+def test_the_cost_weight_asked_for_is_the_one_the_prompt_states() -> None:
+    """A policy trained on the cost prompt reads its weight from the prompt; `--policy-cost-weight`
+    sets it, so one policy traces accuracy against cost (the double answers a valid spec only
+    when the prompt states 0.5)."""
+    from lemon.policy.prompt import COST_PROMPT_FORMAT, PROMPT_FORMAT
+
+    backend = ScriptedBackend(
+        ScriptedConfig(
+            name="policy-double",
+            rules=(
+                ScriptedRule(match=r"Cost weight: 0\.5 per 1,000 tier-priced tokens", output=VALID),
+                ScriptedRule(output=INVALID),
+            ),
+        )
+    )
+    weighted = LearnedPolicy(
+        backend, name="d", max_attempts=1, prompt_format=COST_PROMPT_FORMAT, cost_weight=0.5
+    )
+    decision = asyncio.run(weighted.write_spec("What is 2+3?"))
+    assert not decision.fallback
+    assert "cost weight 0.5" in weighted.label
+    default = LearnedPolicy(backend, name="d", max_attempts=1, prompt_format=COST_PROMPT_FORMAT)
+    assert asyncio.run(default.write_spec("What is 2+3?")).fallback  # it states 0.02
+    with pytest.raises(ValueError, match=r"needs a policy trained on lemon-policy-prompt/v3"):
+        LearnedPolicy(backend, name="d", prompt_format=PROMPT_FORMAT, cost_weight=0.5)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        LearnedPolicy(backend, name="d", prompt_format=COST_PROMPT_FORMAT, cost_weight=-1)
+
+
+def test_lemon_eval_refuses_a_cost_weight_the_policys_prompt_cannot_state(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import run_lemon
+
+    result = run_lemon(
+        *("eval", "--benchmark", "svamp", "--limit", "1", "--policy", "packaged"),
+        *("--policy-cost-weight", "0.1", "--profile", "scripted", "--out", str(tmp_path)),
+    )
+    assert result.returncode == 2, result.stderr
+    assert "--policy-cost-weight: a cost weight needs a policy trained on" in result.stderr

@@ -257,6 +257,15 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
         "earlier agents, closes within --policy-max-tokens): every spec is valid",
     )
     parser.add_argument(
+        "--policy-cost-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="the cost weight the policy's prompt states (R_orch's cost per 1,000 tier-priced "
+        "tokens), for a policy trained on the cost prompt (lemon-policy-prompt/v3): one such "
+        "policy traces accuracy against cost as W moves (default: the prompt's own, 0.02)",
+    )
+    parser.add_argument(
         "--policy-grammar",
         choices=["vllm", "guided", "llamacpp"],
         default="vllm",
@@ -291,9 +300,14 @@ def open_policy(args: argparse.Namespace, *, engine: PolicyEngine | None = None)
             constrained=args.policy_constrained,
             grammar_dialect=args.policy_grammar,
             engine=engine,
+            cost_weight=args.policy_cost_weight,
         )
     except PolicyVersionError as exc:
         raise UsageError(f"--policy: {exc}") from None
+    except ValueError as exc:
+        if args.policy_cost_weight is None:
+            raise
+        raise UsageError(f"--policy-cost-weight: {exc}") from None
 
 
 # ── the persistent call cache ────────────────────────────────────────────────────────────

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lemon.backends.base import Backend, BackendError, Decoding, GenerationRequest, Message
 from lemon.events import PolicyAttempted, PolicyFellBack, TraceWriter
-from lemon.policy.prompt import PROMPT_FORMAT, policy_messages, repair_messages
+from lemon.policy.prompt import (
+    COST_PROMPT_FORMAT,
+    PROMPT_FORMAT,
+    policy_messages,
+    repair_messages,
+)
 from lemon.policy.template import TemplateVariant
 from lemon.spec.formatting import format_spec
 from lemon.spec.grammar import GrammarLimits, SpecGrammar
@@ -208,9 +213,22 @@ class LearnedPolicy:
         model: str | None = None,
         prompt_format: str = PROMPT_FORMAT,
         choices: Mapping[TaskKind, Sequence[str]] | None = None,
+        cost_weight: float | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if cost_weight is not None:
+            if cost_weight < 0:
+                raise ValueError(f"cost weight must be >= 0, got {cost_weight}")
+            if prompt_format != COST_PROMPT_FORMAT:
+                raise ValueError(
+                    f"a cost weight needs a policy trained on {COST_PROMPT_FORMAT}, whose prompt "
+                    f"states it; this one's prompt is {prompt_format}"
+                )
+        self.cost_weight = cost_weight
+        """The cost weight its prompt states (R_orch's cost per 1,000 tier-priced tokens; None:
+        the prompt format's default): one policy trained with weights sampled in its prompt
+        traces accuracy against cost as this moves."""
         self.constrained = constrained
         """Decode under the spec grammar (:mod:`lemon.spec.grammar`): every spec is valid."""
         self.limits = limits
@@ -237,6 +255,8 @@ class LearnedPolicy:
         if self.choices:
             most = max(len(texts) for texts in self.choices.values())
             how = f", choosing among up to {most} teams by log-probability"
+        if self.cost_weight is not None:
+            how += f", cost weight {self.cost_weight:g}"
         return f"learned policy {self.name} ({self.backend.label}{how})"
 
     def constraint(self, roles: RoleLibrary | None) -> SpecGrammar | None:
@@ -254,7 +274,9 @@ class LearnedPolicy:
         trace: TraceWriter | None = None,
     ) -> PolicyDecision:
         kind = kind or classify_task(task)
-        messages = policy_messages(task, roles=roles, format=self.prompt_format)
+        messages = policy_messages(
+            task, roles=roles, format=self.prompt_format, cost_weight=self.cost_weight
+        )
         options = ValidationOptions(roles=roles) if roles is not None else ValidationOptions()
         if kind in self.choices:
             return await self._choose(messages, options, self.choices[kind], kind=kind, trace=trace)
@@ -372,6 +394,7 @@ def load_policy(
     constrained: bool = False,
     grammar_dialect: GrammarDialect = "vllm",
     engine: PolicyEngine | None = None,
+    cost_weight: float | None = None,
 ) -> LearnedPolicy:
     """A learned policy from a policy-version directory (loaded in-process, lazily), an
     OpenAI-compatible base URL (``http(s)://...``; ``model`` names the served model),
@@ -381,7 +404,9 @@ def load_policy(
     A version directory decodes on ``engine`` (:data:`ENGINES`; None: ``$LEMON_POLICY_ENGINE``,
     else llama.cpp where the version can be exported to GGUF and neither ``dtype`` nor a CUDA
     ``device`` asks for transformers, else transformers). Both take the same prompt, decoding
-    settings and, when ``constrained``, the same grammar matcher."""
+    settings and, when ``constrained``, the same grammar matcher. ``cost_weight`` is stated in
+    the prompt of a version trained on the cost prompt (:data:`COST_PROMPT_FORMAT`); asking it
+    of another is a :class:`ValueError`."""
     text = os.fspath(source)
     if text.startswith(("http://", "https://")):
         from lemon.backends.openai import OpenAIBackend
@@ -391,7 +416,10 @@ def load_policy(
         )
         return LearnedPolicy(
             backend, name=text, max_attempts=max_attempts, decoding=decoding,
-            constrained=constrained,
+            constrained=constrained, cost_weight=cost_weight,
+            # a served policy's prompt is not known here: asking a cost weight of it says it
+            # was trained on the prompt that states one
+            prompt_format=COST_PROMPT_FORMAT if cost_weight is not None else PROMPT_FORMAT,
         )  # fmt: skip
     from lemon.backends.local import PACKAGED, LocalBackend, ModelSource
     from lemon.policy.version import read_policy
@@ -401,6 +429,7 @@ def load_policy(
         return LearnedPolicy(
             backend, name="packaged SmolLM2-135M-Instruct (base, untrained)",
             max_attempts=max_attempts, decoding=decoding, constrained=constrained,
+            cost_weight=cost_weight,
         )  # fmt: skip
 
     if text == "learned":  # the version shipped with the package, checked against its pins
@@ -425,6 +454,7 @@ def load_policy(
     return LearnedPolicy(
         backend, name=name, max_attempts=max_attempts, decoding=decoding,
         constrained=constrained, model=meta.base_model, prompt_format=meta.prompt_format,
+        cost_weight=cost_weight,
     )  # fmt: skip
 
 
