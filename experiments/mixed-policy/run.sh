@@ -13,6 +13,8 @@
 #   eval-NAME   policies/mixed/NAME on every pinned test table: evals/NAME/<benchmark>/
 #               (eval-chosen: the chosen run)
 #   eval-all    eval-NAME for every SFT and GRPO run of plan.json
+#   eval-curve  the chosen run at each trained cost weight (--policy-cost-weight W):
+#               evals/<run>-wW/, each one more method of the report (the policy's curve)
 #   report      lemon report --mix with every evaluated policy (report/), and lemon report TABLE
 #               with the chosen run's evaluations (reports/<run>/<benchmark>.json)
 #   summary     summary.json
@@ -39,16 +41,18 @@ driver() { nice -n "$nice_" .venv/bin/python "$out/mixed_policy.py" "$@"; }
 benchmarks() { driver benchmarks; }  # lines: NAME TEAMS
 chosen_run() { .venv/bin/python -c "import json; print(json.load(open('$out/chosen.json'))['run'])"; }
 
-evaluate() {  # NAME: policies/mixed/NAME on every pinned test table
-  local name=$1
+evaluate() {  # NAME [WEIGHT]: policies/mixed/NAME on every pinned test table (at cost weight
+  # WEIGHT, into evals/NAME-wWEIGHT; none: the v3 prompt's default)
+  local name=$1 weight=${2:-} dir=$1 extra=()
   [ -d "policies/mixed/$name" ] || { echo "policies/mixed/$name: no such policy version" >&2; exit 2; }
+  if [ -n "$weight" ]; then dir="$name-w$weight"; extra=(--policy-cost-weight "$weight"); fi
   while read -r bench teams; do
-    if [ -s "$out/evals/$name/$bench/items.jsonl" ] && [ -s "$out/evals/$name/$bench/summary.json" ]; then
-      echo "evals/$name/$bench: done"; continue
+    if [ -s "$out/evals/$dir/$bench/items.jsonl" ] && [ -s "$out/evals/$dir/$bench/summary.json" ]; then
+      echo "evals/$dir/$bench: done"; continue
     fi
     lemon eval --policy "policies/mixed/$name" --table "$tables/$bench-test" \
       --max-tokens 300 --policy-attempts 1 --policy-max-tokens 192 --concurrency 8 \
-      --out "$out/evals/$name" --name "$bench" -q
+      "${extra[@]}" --out "$out/evals/$dir" --name "$bench" -q
   done < <(benchmarks)
 }
 
@@ -87,6 +91,9 @@ for stage in "$@"; do
       esac
       echo "chosen: $run" ;;
     eval-chosen) evaluate "$(chosen_run)" ;;
+    eval-curve)  # the chosen run at every trained cost weight: its accuracy-cost curve
+      weights=$(.venv/bin/python -c "import json; print(' '.join(map(str, json.load(open('$out/plan.json'))['cost_weights'])))")
+      for weight in $weights; do evaluate "$(chosen_run)" "$weight"; done ;;
     eval-all)
       for seed in 0 1 2; do
         for name in "sft-s$seed" "grpo-global-s$seed" "grpo-credit-s$seed"; do evaluate "$name"; done
