@@ -104,5 +104,6 @@ def test_hub_profile_without_a_hub_fails_clearly() -> None:
     assert first["model"].startswith("local:HuggingFaceTB/"), first["model"]
     hub_id = first["model"].removeprefix("local:").split("@")[0]
     assert f"cannot load model {hub_id}" in first["error"]
-    assert {a["status"] for a in data["agents"][1:]} == {"skipped"}
+    # whatever the default team is, nothing after the failed agent ran
+    assert all(a["status"] == "skipped" for a in data["agents"][1:]), data["agents"]
     assert "Traceback" not in result.stderr
