@@ -58,6 +58,10 @@ __all__ = ["ClusterError", "UpOptions", "checkout", "down", "status", "up"]
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_USER = "lemon-operator"
+CALL_TIMEOUT_S = 600.0
+"""The service's per-call timeout here: the tiers decode on this machine's CPUs, where one
+large agent's 300 tokens beside another tier's call can take minutes (the service's default,
+120 s, is for accelerators)."""
 Say = Callable[[str], None]
 
 
@@ -323,7 +327,7 @@ class LocalCluster:
         service = self.children.start(
             "lemon serve",
             [str(script("lemon")), "serve", "--host=127.0.0.1", f"--port={port}",
-             f"--run-journal={journal}"],
+             f"--run-journal={journal}", f"--call-timeout-s={CALL_TIMEOUT_S:g}"],
         )  # fmt: skip
         self.core.append(service)
         _wait_port(port, alive=service.alive, what="lemon serve", log=service.log)

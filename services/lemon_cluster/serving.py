@@ -23,6 +23,7 @@ deleted InferenceService stops it.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,17 @@ from lemon.backends.packaged import PackagedModelMissing
 from lemon_cluster import kube
 from lemon_cluster.processes import Child, Children, free_port, script
 
-__all__ = ["STAND_IN", "Missing", "Model", "Servers", "Wanted", "resolve", "wanted"]
+__all__ = [
+    "STAND_IN",
+    "TIER_SERVERS",
+    "Missing",
+    "Model",
+    "Servers",
+    "Wanted",
+    "resolve",
+    "tier_threads",
+    "wanted",
+]
 
 STAND_IN = "local KServe stand-in (lemon cluster)"
 
@@ -100,7 +111,7 @@ def resolve(source: str, *, volumes: Path) -> Model | Missing:
                 locate(model)
             except (ModelNotFetched, PackagedModelMissing) as exc:
                 return Missing("ModelNotFetched", f"{source} is {model.title}: {exc}")
-            return Model(("--model", model.name), f"{model.title} on llama.cpp")
+            return Model(("--model", model.name, *_threads()), f"{model.title} on llama.cpp")
     if source.startswith("pvc://"):
         claim, _, path = source.removeprefix("pvc://").partition("/")
         root = (volumes / claim).resolve()
@@ -125,9 +136,34 @@ def resolve(source: str, *, volumes: Path) -> Model | Missing:
     )
 
 
+TIER_SERVERS = 3
+"""How many llama.cpp servers the stand-in expects to decode at once: the capacity tiers."""
+
+
+def tier_threads() -> int:
+    """The llama.cpp threads of each served model: ``$LEMON_CLUSTER_THREADS``, else this
+    machine's CPUs split between the :data:`TIER_SERVERS` tiers' servers, at least one. With
+    every core each (``serve-model``'s default), ggml's threads spin at barriers across the
+    processes: on two cores a team's medium and large calls decoding at once each ran past the
+    service's 120 s call timeout, four times over."""
+    configured = int(os.environ.get("LEMON_CLUSTER_THREADS", "") or 0)
+    return configured or max(1, _cpus() // TIER_SERVERS)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _threads() -> tuple[str, ...]:
+    return ("--threads", str(tier_threads()))
+
+
 def _local(source: str, path: Path) -> Model | Missing:
     if path.is_file() and path.suffix == ".gguf":
-        return Model(("--model", str(path)), f"{path.name} on llama.cpp")
+        return Model(("--model", str(path), *_threads()), f"{path.name} on llama.cpp")
     if path.is_dir() and (path / "config.json").is_file():
         return Model(("--model", str(path)), f"{path} on transformers")
     what = "a directory without config.json" if path.is_dir() else "nothing"

@@ -69,6 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 max_run_s=args.max_run_s,
                 max_tokens=args.max_tokens,
                 max_attempts=args.max_attempts,
+                call_timeout_s=args.call_timeout_s,
                 run_retention_s=args.run_retention_s,
                 max_runs=args.max_runs,
             ),
@@ -130,6 +131,13 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--max-run-s", type=float, default=d.max_run_s, help="a run's budget")
     p.add_argument("--max-tokens", type=int, default=d.max_tokens, help="per agent")
     p.add_argument("--max-attempts", type=int, default=d.max_attempts, help="per model call")
+    p.add_argument(
+        "--call-timeout-s",
+        type=float,
+        default=d.call_timeout_s,
+        help="longest one call to a tier endpoint may take to answer, then it is retried "
+        f"(default {d.call_timeout_s:g}; CPU tiers on a small machine need more)",
+    )
     p.add_argument(
         "--run-retention-s",
         type=float,

@@ -85,7 +85,7 @@ class Server:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        self.pool = EndpointPool()
+        self.pool = EndpointPool(timeout_s=config.limits.call_timeout_s)
         journal = None
         if config.run_journal is not None:
             try:

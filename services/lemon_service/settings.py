@@ -67,6 +67,10 @@ class Limits(BaseModel):
     requests may ask for at most this many."""
     max_attempts: Annotated[int, Field(ge=1, le=16)] = 4
     """Engine attempts per model call (transient errors are retried with backoff)."""
+    call_timeout_s: Annotated[float, Field(gt=0, le=86_400)] = 120.0
+    """The longest one call to a tier endpoint may take to answer (its HTTP read timeout);
+    past it the attempt fails and is retried. CPU tiers on a small machine need more
+    (``lemon cluster`` serves with 600)."""
     run_retention_s: Annotated[float, Field(gt=0)] = 3600.0
     """How long a finished SubmitRun run is kept for GetRun."""
     max_runs: Annotated[int, Field(ge=1, le=1 << 20)] = 4096
@@ -119,7 +123,9 @@ class ServerConfig(BaseModel):
     def run_tiers(self) -> RunTiers:
         """The server's tiers, their backends built (the caller closes them)."""
         if self.profile_status is not None:
-            return profile_from_status(self.profile_status).run_tiers()
+            return profile_from_status(self.profile_status).run_tiers(
+                timeout_s=self.limits.call_timeout_s
+            )
         profile = self.capacity_profile()
         return RunTiers.of(profile, build_backends(profile))
 

@@ -184,3 +184,29 @@ def test_a_full_server_refuses_a_run_and_records_nothing(
         assert call(server.target, lambda c: c.submit_run(second)).created  # room again
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("tier", [2.0], indirect=True)
+def test_the_call_timeout_bounds_each_call_to_a_runs_tier_endpoints(
+    tier: OpenAIServer, service_logs: Path
+) -> None:
+    """`lemon serve --call-timeout-s`: a tier endpoint that answers in 2 s fails every attempt
+    at 0.5 s (saying it timed out) and answers at 30 s (`lemon cluster` serves with 600: its
+    CPU tiers can take minutes)."""
+    for timeout, run_id in (("0.5", "short-timeout"), ("30", "long-timeout")):
+        server = ServeProcess(
+            "--profile", "scripted", "--max-attempts", "2", "--call-timeout-s", timeout,
+            log_dir=service_logs,
+        )  # fmt: skip
+        try:
+            request = submit(run_id, spec=ONE, tiers=tiers_at(tier, "small"))
+            call(server.target, lambda c, r=request: c.submit_run(r))
+            done = call(server.target, lambda c, i=run_id: c.get_run(i, wait_s=60))
+        finally:
+            server.stop()
+        if run_id == "short-timeout":
+            assert done.phase == pb.RunState.FAILED
+            assert "timeout calling" in done.result.error, done.result.error
+        else:
+            assert done.phase == pb.RunState.SUCCEEDED, done.result.error
+    assert tier.count("start") == 3  # two attempts cut short, then one answered

@@ -61,10 +61,21 @@ def test_embedded_models_resolve_to_their_pinned_ggufs_or_say_they_are_not_fetch
     monkeypatch.setattr(serving, "locate", fetched)
     model = serving.resolve("Qwen/Qwen2.5-Coder-0.5B-Instruct", volumes=tmp_path)
     assert model == serving.Model(
-        ("--model", "qwen2.5-coder-0.5b-instruct"),
+        ("--model", "qwen2.5-coder-0.5b-instruct", "--threads", str(serving.tier_threads())),
         "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) on llama.cpp",
     )
     assert located == ["qwen2.5-coder-0.5b-instruct"]
+
+
+def test_the_tiers_servers_split_the_cpus_between_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three llama.cpp servers with every core each oversubscribe them (ggml spins at its
+    barriers): each gets its share, at least one thread, unless told otherwise."""
+    monkeypatch.delenv("LEMON_CLUSTER_THREADS", raising=False)
+    for cpus, threads in ((1, 1), (2, 1), (6, 2), (16, 5)):
+        monkeypatch.setattr(serving, "_cpus", lambda cpus=cpus: cpus)
+        assert serving.tier_threads() == threads
+    monkeypatch.setenv("LEMON_CLUSTER_THREADS", "4")
+    assert serving.tier_threads() == 4
 
 
 def test_policy_versions_on_claims_and_what_is_not_here(tmp_path: Path) -> None:
