@@ -332,3 +332,42 @@ def test_oracle_bound_and_policy_comparison(tmp_path: Path) -> None:
     bad = run_lemon("report", str(cheap), "--oracle", str(cheap))
     assert bad.returncode == 1  # EXIT_INVALID
     assert "an oracle needs at least two runs" in bad.stderr
+
+
+def test_eval_on_a_train_tables_validation_part(tmp_path: Path) -> None:
+    """``--part validation`` evaluates on the items choices are made on (by template, as the
+    teacher's rows and GRPO's held-out reward take them), answered from the table: a column's
+    spec scores exactly the table's cells on those items and on no others."""
+    from lemon.policy.columns import column
+    from lemon.tables.store import Table, TableError
+    from lemon.tasks import TaskKind
+
+    table = Table.open("tables/multiarith-train")
+    held = table.part("validation")
+    fit = table.part("fit")
+    assert held
+    assert fit
+    assert not set(held) & set(fit)
+    assert sorted(held + fit) == sorted(table.items)
+    spec = tmp_path / "single-medium.yaml"
+    spec.write_text(format_spec(column("single-medium").spec(TaskKind.MATH)))
+    done = run_lemon(
+        *("eval", "--table", str(table.path), "--part", "validation", "--spec", str(spec)),
+        *("--out", str(tmp_path / "out"), "--name", "held", "-q"),
+    )
+    assert done.returncode == 0, done.stderr
+    out = (tmp_path / "out/held/items.jsonl").read_text()
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in records] == held
+    expected = {i: table.cell(i, "single-medium").success for i in held}  # type: ignore[union-attr]
+    assert {r["id"]: float(r["correct"]) for r in records} == expected
+    assert all(r["calls"] == 0 for r in records)  # answered from the table, no model
+    with pytest.raises(TableError, match="needs a train table"):
+        Table.open("tables/multiarith-test").part("fit")
+    test_part = run_lemon("eval", "--table", "tables/multiarith-test", "--part", "fit",
+                          "--spec", str(spec), "--out", str(tmp_path / "x"))  # fmt: skip
+    assert test_part.returncode == 2
+    assert "--part: part fit needs a train table" in test_part.stderr
+    no_table = run_lemon("eval", "--benchmark", "svamp", "--part", "fit")
+    assert no_table.returncode == 2
+    assert "--part needs --table" in no_table.stderr

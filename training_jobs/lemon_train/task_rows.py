@@ -141,7 +141,6 @@ def table_rows(data: TableData, *, prompt_format: str) -> list[dict[str, Any]]:
     """Rows for the items of one or more outcome tables, in the tables' order (``part`` keeps a
     train table's fit or validation part; ``limit``/``offset`` then select a range)."""
     from lemon.data import Benchmark
-    from lemon.data.splits import validation_ids
     from lemon.scoring import item_index
     from lemon.tables.store import Table, TableError
 
@@ -149,18 +148,11 @@ def table_rows(data: TableData, *, prompt_format: str) -> list[dict[str, Any]]:
     for path in data.paths:
         try:
             table = Table.open(path)
+            ids = table.part(data.part)
         except TableError as exc:
-            raise TrainingError(f"data: {exc}") from None
+            raise TrainingError(f"data: {data}: {exc}") from None
         index = item_index(Benchmark(table.meta.benchmark))
-        found = [index[i] for i in table.items]
-        if data.part != "all":
-            if table.meta.split != "train":
-                raise TrainingError(
-                    f"data: {data}: part {data.part} needs train tables; {path} is "
-                    f"{table.meta.split}"
-                )
-            held = validation_ids(found)
-            found = [i for i in found if (i.id in held) == (data.part == "validation")]
+        found = [index[i] for i in ids]
         items += found
     items = items[data.offset : data.offset + data.limit if data.limit else None]
     if not items:

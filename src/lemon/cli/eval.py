@@ -40,6 +40,8 @@ def _method(args: argparse.Namespace) -> str:
         raise UsageError("--specs-only needs --policy (it checks the specs a policy writes)")
     if args.policy_constrained and not args.policy:
         raise UsageError("--policy-constrained needs --policy")
+    if args.part != "all" and not args.table:
+        raise UsageError("--part needs --table (a train table's fit or validation part)")
     if args.policy_columns and not (args.policy and args.table):
         raise UsageError("--policy-columns needs --policy and --table")
     if args.policy_columns and args.policy_constrained:
@@ -84,12 +86,17 @@ def _table(args: argparse.Namespace) -> Any:
 
 
 def _table_items(args: argparse.Namespace, table: Any) -> list[Any]:
-    """The table's items, in its order (``--offset``/``--limit`` select a range)."""
+    """The table's items in ``--part``, in its order (``--offset``/``--limit`` select a range)."""
     from lemon.data import Benchmark
     from lemon.scoring import item_index
+    from lemon.tables.store import TableError
 
+    try:
+        part = table.part(args.part)
+    except TableError as exc:
+        raise UsageError(f"--part: {exc}") from None
     index = item_index(Benchmark(table.meta.benchmark))
-    ids = table.items[args.offset : args.offset + args.limit if args.limit else None]
+    ids = part[args.offset : args.offset + args.limit if args.limit else None]
     if not ids:
         raise UsageError("no items selected")
     return [index[i] for i in ids]
@@ -181,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
 
             backends, _ = table_backends(table)
             meta["table"] = str(table.path)
+            if args.part != "all":
+                meta["part"] = args.part
         else:
             backends = {} if args.specs_only else wrap_backends(build_backends(profile), cache)
         if backends:
@@ -240,6 +249,13 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help="answer every worker call from this outcome table (no model runs; a call it lacks "
         "fails its agent as not_in_table) and take its items",
+    )
+    p.add_argument(
+        "--part",
+        choices=["all", "fit", "validation"],  # lemon.tables.store.PARTS
+        default="all",
+        help="with --table: its items (all), or a train table's fit or validation part (by "
+        "template or sibling: lemon.data.splits.validation_ids), where choices are made",
     )
     p.add_argument(
         "--policy-columns",

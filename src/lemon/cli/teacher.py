@@ -248,9 +248,11 @@ def run_tables(args: argparse.Namespace) -> int:
             table = Table.open(path)
         except TableError as exc:
             raise UsageError(str(exc)) from None
-        items = _part(table, args.part)[
-            args.offset : args.offset + args.limit if args.limit else None
-        ]
+        try:
+            part = table.part(args.part)
+        except TableError as exc:
+            raise UsageError(f"--part: {exc}") from None
+        items = part[args.offset : args.offset + args.limit if args.limit else None]
         n_items += len(items)
         table_teacher_rows(
             table,
@@ -322,21 +324,6 @@ def _cost_weights(text: str | None) -> list[float]:
     if any(w < 0 for w in weights):
         raise UsageError(f"--cost-weights: weights must be >= 0, got {text!r}")
     return weights
-
-
-def _part(table: Any, part: str) -> list[str]:
-    """The table's items in ``part``: all, the fit part of train, or its validation part."""
-    if part == "all":
-        return list(table.items)
-    from lemon.data import Benchmark
-    from lemon.data.splits import validation_ids
-    from lemon.scoring import item_index
-
-    if table.meta.split != "train":
-        raise UsageError(f"--part {part} needs a train table; {table.path} is {table.meta.split}")
-    index = item_index(Benchmark(table.meta.benchmark))
-    held = validation_ids([index[i] for i in table.items])
-    return [i for i in table.items if (i in held) == (part == "validation")]
 
 
 def _reward_defaults() -> dict[str, float]:
@@ -434,7 +421,7 @@ def _register_tables(teachers: Any) -> None:
     )
     tables.add_argument(
         "--part",
-        choices=["all", "fit", "validation"],
+        choices=["all", "fit", "validation"],  # lemon.tables.store.PARTS
         default="all",
         help="a train table's items: all, the fit part, or the validation part "
         "(lemon.data.splits.validation_ids: by template or sibling)",

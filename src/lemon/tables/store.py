@@ -45,6 +45,7 @@ from lemon.spec.models import Spec
 
 __all__ = [
     "FORMAT",
+    "PARTS",
     "Cell",
     "CellAgent",
     "StoredCall",
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 FORMAT = "lemon-outcome-table/v1"
+PARTS = ("all", "fit", "validation")
+"""A table's parts (:meth:`Table.part`): every item, or a train table's fit or validation part."""
 
 
 class TableError(ValueError):
@@ -336,6 +339,24 @@ class Table:
     @property
     def items(self) -> list[str]:
         return list(self.meta.items)
+
+    def part(self, part: str) -> list[str]:
+        """The table's items in ``part``, in its order: ``all``, or a train table's ``fit`` or
+        ``validation`` part (:func:`lemon.data.splits.validation_ids`: by template or sibling).
+        :class:`TableError` for an unknown part or a part of a test table."""
+        if part == "all":
+            return self.items
+        if part not in PARTS:
+            raise TableError(f"part {part!r}: one of {', '.join(PARTS)}")
+        if self.meta.split != "train":
+            raise TableError(f"part {part} needs a train table; {self.path} is {self.meta.split}")
+        from lemon.data import Benchmark
+        from lemon.data.splits import validation_ids
+        from lemon.scoring import item_index
+
+        index = item_index(Benchmark(self.meta.benchmark))
+        held = validation_ids([index[i] for i in self.items])
+        return [i for i in self.items if (i in held) == (part == "validation")]
 
     def cell(self, item: str, team: str) -> Cell | None:
         return self.cells.get((item, team))
