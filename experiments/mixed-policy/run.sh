@@ -10,6 +10,9 @@
 #               grpo/ARM-sS/
 #   choose      the run and step with the best validation reward (chosen.json); a step before
 #               the last is trained again as its own version (configs/grpo-ARM-sS-atK.yaml)
+#   train-CONFIG  lemon train with configs/CONFIG.yaml (e.g. train-pilot-sft-s0)
+#   val-NAME    policies/mixed/NAME on every pinned train table's validation part, answered from
+#               the table: validation/NAME/<benchmark>/
 #   eval-NAME   policies/mixed/NAME on every pinned test table: evals/NAME/<benchmark>/
 #               (eval-chosen: the chosen run)
 #   eval-all    eval-NAME for every SFT and GRPO run of plan.json
@@ -56,6 +59,21 @@ evaluate() {  # NAME [WEIGHT]: policies/mixed/NAME on every pinned test table (a
   done < <(benchmarks)
 }
 
+validate() {  # NAME: policies/mixed/NAME on every pinned train table's validation part (by
+  # template or sibling), answered from the table: validation/NAME/<benchmark>/ (where choices
+  # among versions are made; the test tables are read once, for the report)
+  local name=$1
+  [ -d "policies/mixed/$name" ] || { echo "policies/mixed/$name: no such policy version" >&2; exit 2; }
+  while read -r bench teams; do
+    if [ -s "$out/validation/$name/$bench/summary.json" ]; then
+      echo "validation/$name/$bench: done"; continue
+    fi
+    lemon eval --policy "policies/mixed/$name" --table "$tables/$bench-train" --part validation \
+      --max-tokens 300 --policy-attempts 1 --policy-max-tokens 192 --concurrency 8 \
+      --out "$out/validation/$name" --name "$bench" -q
+  done < <(benchmarks)
+}
+
 for stage in "$@"; do
   echo "== $(date -u +%FT%TZ) $stage"
   case "$stage" in
@@ -73,6 +91,9 @@ for stage in "$@"; do
       echo "$(date -u +%FT%TZ) $commit cat ${parts[*]} > $out/rows.jsonl" >> "$out/commands.log"
       wc -l "${parts[@]}" "$out/rows.jsonl" ;;
     sft-*) seed=${stage#sft-}; lemon train sft --config "$out/configs/sft-s${seed#s}.yaml" ;;
+    train-*) config="$out/configs/${stage#train-}.yaml"  # any config, e.g. train-pilot-sft-s0
+      kind=$(sed -n 's/^stage: //p' "$config"); lemon train "$kind" --config "$config" ;;
+    val-*) validate "${stage#val-}" ;;
     grpo-*)
       arm_seed=${stage#grpo-}  # ARM-S (or ARM-sS)
       arm=${arm_seed%-*}; seed=${arm_seed##*-}; seed=${seed#s}
