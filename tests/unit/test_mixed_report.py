@@ -305,3 +305,27 @@ def test_the_report_kind_router_is_the_shipped_default_and_weighs_benchmarks_equ
     assert figures["single-large"].accuracy == pytest.approx(0.75)
     assert figures["pot-large"].cost == pytest.approx(50.0)
     assert figures["single-large"].benchmark == "multiarith+svamp"
+
+
+def test_the_validation_report_reads_the_train_tables_parts(root: Path, tmp_path: Path) -> None:
+    """``--validation``: each benchmark's fit part is the train side and its validation part
+    (by template or sibling) the test side, both from the train table; the test table's
+    outcomes are not read."""
+    train, test = Table.open(root / "svamp-train"), Table.open(root / "svamp-test")
+    bench = mixed.load_bench(train, test, validation=True)
+    assert bench.train.items == train.part("fit")
+    assert bench.test.items == train.part("validation")
+    assert bench.test.table.path == train.path
+    out = tmp_path / "val"
+    done = run_lemon("report", "--mix", str(root), "--benchmarks", "svamp,aqua", "--validation",
+                     "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["part"] == "validation"
+    assert report["command"].endswith("--benchmarks svamp,aqua --validation")
+    n = len(train.part("validation"))
+    assert report["svamp"]["best_fixed"]["n"] == n
+    assert (out / "report.md").read_text().startswith("**On the validation parts")
+    alone = run_lemon("report", "--validation", str(root / "svamp-test"))
+    assert alone.returncode == 2
+    assert "--validation needs --mix DIR" in alone.stderr

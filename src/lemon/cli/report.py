@@ -123,7 +123,9 @@ def _mix(args: argparse.Namespace) -> int:
         benches = []
         for train, test in pairs:
             try:
-                bench = mixed.load_bench(Table.open(train), Table.open(test))
+                bench = mixed.load_bench(
+                    Table.open(train), Table.open(test), validation=args.validation
+                )
                 why = None if named else mixed.ready(bench)
             except ValueError as exc:  # a table with no complete team yet
                 if named:
@@ -142,6 +144,8 @@ def _mix(args: argparse.Namespace) -> int:
         print(f"lemon report: {exc}", file=sys.stderr)
         return EXIT_INVALID
     report["skipped"] = skipped
+    if args.validation:
+        report["part"] = "validation"
     report["inputs"] = {
         str(Path(d) / name): hashlib.sha256((Path(d) / name).read_bytes()).hexdigest()
         for pair in pairs
@@ -152,6 +156,7 @@ def _mix(args: argparse.Namespace) -> int:
         "lemon report --mix "
         + args.mix
         + (f" --benchmarks {args.benchmarks}" if args.benchmarks else "")
+        + (" --validation" if args.validation else "")
         + "".join(f" --policy {p}" for p in args.policy or [])
     )
     text = mixed.markdown(report)
@@ -171,6 +176,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.mix:
         return _mix(args)
+    if args.validation:
+        print("lemon report: --validation needs --mix DIR", file=sys.stderr)
+        return EXIT_USAGE
     if not args.runs:
         print("lemon report: give RUN directories, a TABLE, or --mix DIR", file=sys.stderr)
         return EXIT_USAGE
@@ -205,6 +213,12 @@ def register(sub: Any) -> None:
         help="the mixed workload's report over the outcome tables in DIR (<benchmark>-train/-test)",
     )
     p.add_argument("--benchmarks", metavar="B,B,...", help="--mix: only these benchmarks, in order")
+    p.add_argument(
+        "--validation",
+        action="store_true",
+        help="--mix: on the train tables' validation parts (by template or sibling), every "
+        "choice made on their fit parts: where policy versions are compared and chosen",
+    )
     p.add_argument("--out", metavar="DIR", help="--mix: write report.json, report.md, report.png")
     p.add_argument(
         "--policy",

@@ -126,11 +126,11 @@ class Bench:
     left_out: dict[str, str] = field(default_factory=dict)
 
 
-def _side(table: Table, teams: list[str]) -> Side:
+def _side(table: Table, teams: list[str], part: str = "all") -> Side:
     from lemon.data import Benchmark
     from lemon.scoring import item_index
 
-    items = [i for i in table.meta.items if all(table.cell(i, t) is not None for t in teams)]
+    items = [i for i in table.part(part) if all(table.cell(i, t) is not None for t in teams)]
     index = item_index(Benchmark(table.meta.benchmark))
     cells = [[table.cells[(i, t)] for t in teams] for i in items]
     return Side(
@@ -142,8 +142,17 @@ def _side(table: Table, teams: list[str]) -> Side:
     )
 
 
-def load_bench(train: Table, test: Table) -> Bench:
-    """A benchmark's two tables, restricted to the greedy teams complete on both."""
+def load_bench(train: Table, test: Table, *, validation: bool = False) -> Bench:
+    """A benchmark's two tables, restricted to the greedy teams complete on both.
+    ``validation``: the train table alone, its fit part as the train side and its validation
+    part (by template or sibling, :meth:`Table.part`) as the test side: the report on which
+    choices among policy versions are made; the test table is only checked for the teams."""
+    if validation:
+        bench = load_bench(train, test)
+        return Bench(
+            bench.name, bench.kind, bench.teams, _side(train, bench.teams, "fit"),
+            _side(train, bench.teams, "validation"), bench.left_out,
+        )  # fmt: skip
     if train.meta.benchmark != test.meta.benchmark:
         raise ValueError(
             f"{train.path} is {train.meta.benchmark} but {test.path} is {test.meta.benchmark}"
@@ -625,11 +634,18 @@ def markdown(report: Mapping[str, Any]) -> str:
     """The report as a markdown table: one row per method, one column per benchmark and mix."""
     benches = list(report["benchmarks"])  # their entries sit at the top level
     cols = [*benches, "mix"]
+    on = "train" if report.get("part") != "validation" else "the fit parts"
     head = (
         "Accuracy at mean full cost (tier-priced tokens), and the paired difference from the "
-        f"best single fixed team ({report['best_fixed_team']}, chosen on train) with its 95% "
+        f"best single fixed team ({report['best_fixed_team']}, chosen on {on}) with its 95% "
         "interval. mix: equal weight per benchmark."
     )
+    if report.get("part") == "validation":
+        head = (
+            "**On the validation parts of the train tables** (by template or sibling; every "
+            "choice is made on the fit parts), where policy versions are chosen; not the test "
+            "tables. " + head
+        )
     lines = [head, "", "| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     parts = {**{b: report[b] for b in report["benchmarks"]}, "mix": report["mix"]}
     for name in (*METHODS, *report.get("policies", [])):
