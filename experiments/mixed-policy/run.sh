@@ -13,6 +13,8 @@
 #   train-CONFIG  lemon train with configs/CONFIG.yaml (e.g. train-pilot-sft-s0)
 #   val-NAME    policies/mixed/NAME on every pinned train table's validation part, answered from
 #               the table: validation/NAME/<benchmark>/
+#   val-report  lemon report --mix --validation with every version under validation/:
+#               validation/report/
 #   eval-NAME   policies/mixed/NAME on every pinned test table: evals/NAME/<benchmark>/
 #               (eval-chosen: the chosen run)
 #   eval-all    eval-NAME for every SFT and GRPO run of plan.json
@@ -93,7 +95,6 @@ for stage in "$@"; do
     sft-*) seed=${stage#sft-}; lemon train sft --config "$out/configs/sft-s${seed#s}.yaml" ;;
     train-*) config="$out/configs/${stage#train-}.yaml"  # any config, e.g. train-pilot-sft-s0
       kind=$(sed -n 's/^stage: //p' "$config"); lemon train "$kind" --config "$config" ;;
-    val-*) validate "${stage#val-}" ;;
     grpo-*)
       arm_seed=${stage#grpo-}  # ARM-S (or ARM-sS)
       arm=${arm_seed%-*}; seed=${arm_seed##*-}; seed=${seed#s}
@@ -136,6 +137,15 @@ for stage in "$@"; do
         done < <(benchmarks)
       fi
       lemon report --mix "$tables" --benchmarks "$list" "${policies[@]}" --out "$out/report" > /dev/null ;;
+    val-report)  # every version evaluated on validation, in the mixed report on those parts
+      list=$(benchmarks | cut -d' ' -f1 | paste -sd, -)
+      policies=()
+      for dir in "$out"/validation/*/; do
+        [ -d "$dir" ] && [ "$(basename "$dir")" != report ] && policies+=(--policy "$(basename "$dir")=${dir%/}")
+      done
+      lemon report --mix "$tables" --benchmarks "$list" --validation "${policies[@]}" \
+        --out "$out/validation/report" > /dev/null ;;
+    val-*) validate "${stage#val-}" ;;
     summary) logged .venv/bin/python "$out/mixed_policy.py" summary ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
