@@ -121,3 +121,33 @@ def test_transformers_can_be_forced_and_other_bases_are_refused(
     with pytest.raises(ExportError, match="not a GGUF model"):
         export_gguf(version, tmp_path / "out.gguf")
     assert not (tmp_path / "out.gguf").exists()
+
+
+def test_concurrent_first_loads_export_once(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Items decoded at once (``lemon eval --concurrency 8``) each ask for a new version's GGUF
+    on first use: one export runs, the others wait for its file. (Before, each merged the model
+    in its own thread and the process died in transformers' loading.)"""
+    import json
+    import secrets
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lemon.backends.exporting import exported_path
+
+    version = tmp_path / "version"
+    shutil.copytree(shipped_policy(), version)
+    meta = json.loads((version / "policy.json").read_text(encoding="utf-8"))
+    meta["version"] = f"concurrent-{secrets.token_hex(4)}"  # a file never exported before
+    (version / "policy.json").write_text(json.dumps(meta), encoding="utf-8")
+    target = exported_path(version)
+    assert not target.exists()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            paths = list(pool.map(lambda _: policy_gguf(version), range(4)))
+        assert set(paths) == {target}
+        assert capfd.readouterr().err.count("lemon: exporting") == 1
+        assert read_header(target).quantization == "F16"
+    finally:
+        target.unlink(missing_ok=True)

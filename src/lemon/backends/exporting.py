@@ -26,6 +26,8 @@ not yet): another raises :class:`ExportError`, and the policy then runs on trans
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -33,6 +35,7 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -145,14 +148,37 @@ def policy_gguf(version: Path, *, outtype: OutType = "f16", quiet: bool = False)
     target = exported_path(version, outtype=outtype)
     if target.is_file():
         return target
-    started = time.monotonic()
-    if not quiet:
-        print(f"lemon: exporting {version} once to {target} ...", file=sys.stderr, flush=True)
-    export_gguf(version, target, outtype=outtype)
-    if not quiet:
-        took = time.monotonic() - started
-        print(f"lemon: exported in {took:.1f} s (later runs load it)", file=sys.stderr, flush=True)
+    # one export at a time, per process and across processes: a caller that waited finds the
+    # file made (concurrent loads of the same version, e.g. lemon eval's items, each asked for
+    # it and merged the model in threads at once, which transformers' loading does not survive)
+    with _EXPORT_LOCK, _file_lock(target.with_name(f".{target.name}.lock")):
+        if target.is_file():
+            return target
+        started = time.monotonic()
+        if not quiet:
+            print(f"lemon: exporting {version} once to {target} ...", file=sys.stderr, flush=True)
+        export_gguf(version, target, outtype=outtype)
+        if not quiet:
+            took = time.monotonic() - started
+            print(
+                f"lemon: exported in {took:.1f} s (later runs load it)", file=sys.stderr, flush=True
+            )
     return target
+
+
+_EXPORT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Any:
+    """An exclusive lock on ``path`` (created) held for the block, across processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def export_gguf(version: Path, target: Path, *, outtype: OutType = "f16") -> Path:
