@@ -151,3 +151,4 @@ def test_concurrent_first_loads_export_once(
         assert read_header(target).quantization == "F16"
     finally:
         target.unlink(missing_ok=True)
+        target.with_name(f".{target.name}.lock").unlink(missing_ok=True)
