@@ -13,6 +13,8 @@
 #   train-CONFIG  lemon train with configs/CONFIG.yaml (e.g. train-pilot-sft-s0)
 #   val-NAME    policies/mixed/NAME on every pinned train table's validation part, answered from
 #               the table: validation/NAME/<benchmark>/
+#   valc-NAME   the same decoded under the spec grammar (--policy-constrained):
+#               validation/NAME-constrained/<benchmark>/
 #   val-report  lemon report --mix --validation with every version under validation/:
 #               validation/report/
 #   eval-NAME   policies/mixed/NAME on every pinned test table: evals/NAME/<benchmark>/
@@ -61,18 +63,20 @@ evaluate() {  # NAME [WEIGHT]: policies/mixed/NAME on every pinned test table (a
   done < <(benchmarks)
 }
 
-validate() {  # NAME: policies/mixed/NAME on every pinned train table's validation part (by
-  # template or sibling), answered from the table: validation/NAME/<benchmark>/ (where choices
-  # among versions are made; the test tables are read once, for the report)
-  local name=$1
+validate() {  # NAME [constrained]: policies/mixed/NAME on every pinned train table's validation
+  # part (by template or sibling), answered from the table: validation/NAME/<benchmark>/ (where
+  # choices among versions are made; the test tables are read once, for the report);
+  # constrained: decoded under the spec grammar, into validation/NAME-constrained/
+  local name=$1 dir=$1 extra=()
   [ -d "policies/mixed/$name" ] || { echo "policies/mixed/$name: no such policy version" >&2; exit 2; }
+  if [ "${2:-}" = constrained ]; then dir="$name-constrained"; extra=(--policy-constrained); fi
   while read -r bench teams; do
-    if [ -s "$out/validation/$name/$bench/summary.json" ]; then
-      echo "validation/$name/$bench: done"; continue
+    if [ -s "$out/validation/$dir/$bench/summary.json" ]; then
+      echo "validation/$dir/$bench: done"; continue
     fi
     lemon eval --policy "policies/mixed/$name" --table "$tables/$bench-train" --part validation \
       --max-tokens 300 --policy-attempts 1 --policy-max-tokens 192 --concurrency 8 \
-      --out "$out/validation/$name" --name "$bench" -q
+      "${extra[@]}" --out "$out/validation/$dir" --name "$bench" -q
   done < <(benchmarks)
 }
 
@@ -145,6 +149,7 @@ for stage in "$@"; do
       done
       lemon report --mix "$tables" --benchmarks "$list" --validation "${policies[@]}" \
         --out "$out/validation/report" > /dev/null ;;
+    valc-*) validate "${stage#valc-}" constrained ;;
     val-*) validate "${stage#val-}" ;;
     summary) logged .venv/bin/python "$out/mixed_policy.py" summary ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
