@@ -7,10 +7,11 @@ the figures the runs give.
 :func:`~lemon.evals.mixed.ready`), pins them and their teams in ``plan.json`` and writes the
 configs: per seed (0, 1, 2) a cost-sensitive SFT warm start of its own on the teacher rows of
 every benchmark's fit part (prompt ``lemon-policy-prompt/v3``, every item taught once per cost
-weight of :data:`COST_WEIGHTS`), then two GRPO arms from it, plain GRPO (``global``) and two-way
-counterfactual credit (``credit``), on the fit part of every train table, each row drawing its
-cost weight, scored on the validation part (:func:`lemon.data.splits.validation_ids`) every
-:data:`HELDOUT_STEPS` steps.
+weight of :data:`COST_WEIGHTS`; ``balance`` draws :data:`SFT_ROWS` of them, an equal share per
+benchmark, for one pass of :data:`SFT_STEPS` steps), then two GRPO arms from it, plain GRPO
+(``global``) and two-way counterfactual credit (``credit``), on the fit part of every train
+table, each row drawing its cost weight, scored on the validation part
+(:func:`lemon.data.splits.validation_ids`) every :data:`HELDOUT_STEPS` steps.
 
 ``choose`` reads the six GRPO runs' held-out (validation) curves and picks the run and step
 with the best validation reward (step 0 is the seed's SFT warm start): the headline policy,
@@ -57,6 +58,14 @@ STEPS = 40
 HELDOUT_STEPS = 10
 """Validation every 10 steps (and at step 0, the SFT warm start): the steps a run can be cut
 at when its validation reward peaks before its last step."""
+SFT_STEPS = 300
+"""The SFT warm start's step budget: one pass over :data:`SFT_ROWS` balanced rows (two epochs of
+every row, 3,033 steps over the three first benchmarks, take about 17 hours a seed on two CPU
+cores; the pilot's 120 steps were too few to tell the kinds apart)."""
+SFT_BATCH = 8
+SFT_ROWS = SFT_STEPS * SFT_BATCH
+"""Rows drawn for SFT (``balance``), the same number from every benchmark: the rows weighed by
+fit items taught AQuA (7% of them) too little to write its teams."""
 TASKS_PER_STEP = 4
 GROUP_SIZE = 4
 SPEC_TOKENS = 192
@@ -202,8 +211,8 @@ def configs(tables: Path = ROOT / TABLES) -> list[Path]:
             "lora": LORA,
             "hyperparameters": {
                 "learning_rate": 2.0e-4,
-                "epochs": 2,
-                "per_device_batch_size": 8,
+                "epochs": 1,  # one pass over the SFT_ROWS balanced rows: SFT_STEPS steps
+                "per_device_batch_size": SFT_BATCH,
                 "max_length": 768,
                 "save_steps": 25,
                 "seed": seed,
@@ -223,6 +232,35 @@ def configs(tables: Path = ROOT / TABLES) -> list[Path]:
             )
             written.append(path)
     return written
+
+
+def balance(
+    rows: Path, benchmarks: Sequence[str], total: int = SFT_ROWS, seed: int = 0
+) -> list[dict[str, Any]]:
+    """``total`` SFT rows, an equal share from each benchmark's ``rows/<benchmark>.jsonl``
+    (cost-sensitive: a team's rows already repeat in proportion to its reward), drawn without
+    replacement while a benchmark has rows left, then again from all of them; shuffled."""
+    import random
+
+    if not benchmarks:
+        raise ValueError("no benchmark to draw rows from")
+    rng = random.Random(seed)
+    share, extra = divmod(total, len(benchmarks))
+    drawn: list[dict[str, Any]] = []
+    for k, bench in enumerate(benchmarks):
+        path = rows / f"{bench}.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"{_rel(path)}: missing (run.sh rows)")
+        pool = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if not pool:
+            raise ValueError(f"{_rel(path)}: no rows")
+        want = share + (1 if k < extra else 0)
+        while want > 0:
+            take = rng.sample(pool, min(want, len(pool)))
+            drawn += take
+            want -= len(take)
+    rng.shuffle(drawn)
+    return drawn
 
 
 # -- reading the runs --------------------------------------------------------------------------
@@ -593,6 +631,7 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("configs", help="pin the complete benchmarks; write the SFT and GRPO configs")
     sub.add_parser("benchmarks", help="print the pinned benchmarks and their teams")
+    sub.add_parser("balance", help=f"rows.jsonl: {SFT_ROWS} SFT rows, an equal share per benchmark")
     sub.add_parser("choose", help="choose the run and step on validation: chosen.json")
     at = sub.add_parser("at", help="the config of a GRPO run cut at an earlier step")
     at.add_argument("arm", choices=ARMS)
@@ -608,6 +647,16 @@ def main(argv: list[str]) -> int:
         the_plan = plan()
         for bench in the_plan["benchmarks"]:
             print(bench, ",".join(the_plan["teams"][bench]))
+        return 0
+    if args.action == "balance":
+        drawn = balance(RESULTS / "rows", plan()["benchmarks"])
+        text = "".join(json.dumps(row) + "\n" for row in drawn)
+        (RESULTS / "rows.jsonl").write_text(text, encoding="utf-8")
+        counts: dict[str, int] = {}
+        for row in drawn:
+            bench = row["provenance"]["benchmark"]
+            counts[bench] = counts.get(bench, 0) + 1
+        print(f"{_rel(RESULTS / 'rows.jsonl')}: {len(drawn)} rows {counts}")
         return 0
     if args.action == "choose":
         data = choose(int(plan().get("steps", STEPS)))

@@ -4,7 +4,8 @@
 # STAGE:
 #   configs     pin the benchmarks whose tables are complete (plan.json) and write configs/
 #   rows        cost-sensitive teacher rows (v3 prompt, every cost weight) of each benchmark's
-#               fit part: rows/<benchmark>.jsonl, joined into rows.jsonl
+#               fit part: rows/<benchmark>.jsonl; rows.jsonl draws the SFT's rows from them,
+#               an equal share per benchmark (mixed_policy.py balance)
 #   sft-S       (or sft-sS) the SFT warm start of seed S (policies/mixed/sft-sS)
 #   grpo-ARM-S  GRPO, ARM global or credit, seed S, from sft-sS; its metrics.jsonl is copied to
 #               grpo/ARM-sS/
@@ -93,8 +94,7 @@ for stage in "$@"; do
           --cost-weights "$weights" --teams "$teams" --cost-sensitive --out "$out/rows/$bench.jsonl"
         parts+=("$out/rows/$bench.jsonl")
       done < <(benchmarks)
-      cat "${parts[@]}" > "$out/rows.jsonl"
-      echo "$(date -u +%FT%TZ) $commit cat ${parts[*]} > $out/rows.jsonl" >> "$out/commands.log"
+      logged .venv/bin/python "$out/mixed_policy.py" balance  # an equal share per benchmark
       wc -l "${parts[@]}" "$out/rows.jsonl" ;;
     sft-*) seed=${stage#sft-}; lemon train sft --config "$out/configs/sft-s${seed#s}.yaml" ;;
     train-*) config="$out/configs/${stage#train-}.yaml"  # any config, e.g. train-pilot-sft-s0

@@ -308,3 +308,25 @@ def test_configs_pin_the_complete_benchmarks(
     assert grpo.hyperparameters.cost_weights == list(mp.COST_WEIGHTS)
     assert grpo.base_model == "policies/mixed/sft-s1"
     assert not load_config(tmp_path / "configs" / "grpo-global-s1.yaml").counterfactual.enabled
+
+
+def test_sft_rows_are_balanced_across_benchmarks(tmp_path: Path) -> None:
+    """``balance``: the same number of rows from each benchmark, without repeats while a
+    benchmark has rows left (a small one's rows are then drawn again), and reproducible."""
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    for bench, n in (("aqua", 5), ("svamp", 40)):
+        lines = [json.dumps({"id": f"{bench}:{k}", "provenance": {"benchmark": bench}})
+                 for k in range(n)]  # fmt: skip
+        (rows / f"{bench}.jsonl").write_text("\n".join(lines) + "\n")
+    drawn = mp.balance(rows, ["aqua", "svamp"], total=21, seed=3)
+    by = {
+        b: [r["id"] for r in drawn if r["provenance"]["benchmark"] == b] for b in ("aqua", "svamp")
+    }
+    assert (len(by["aqua"]), len(by["svamp"])) == (11, 10)
+    assert len(set(by["svamp"])) == 10  # no repeat while rows are left
+    assert set(by["aqua"]) == {f"aqua:{k}" for k in range(5)}  # all five, then again
+    assert mp.balance(rows, ["aqua", "svamp"], total=21, seed=3) == drawn
+    with pytest.raises(FileNotFoundError, match="missing"):
+        mp.balance(rows, ["mmlu"], total=4)
+    assert mp.SFT_ROWS == mp.SFT_STEPS * mp.SFT_BATCH
