@@ -16,6 +16,7 @@ from lemon.cli.options import (
     add_call_cache_option,
     add_item_options,
     add_json_option,
+    add_part_option,
     add_policy_options,
     add_profile_options,
     open_call_cache,
@@ -250,13 +251,7 @@ def register(sub: Any) -> None:
         help="answer every worker call from this outcome table (no model runs; a call it lacks "
         "fails its agent as not_in_table) and take its items",
     )
-    p.add_argument(
-        "--part",
-        choices=["all", "fit", "validation"],  # lemon.tables.store.PARTS
-        default="all",
-        help="with --table: its items (all), or a train table's fit or validation part (by "
-        "template or sibling: lemon.data.splits.validation_ids), where choices are made",
-    )
+    add_part_option(p, "; with --table, where versions are compared before a test table is read")
     p.add_argument(
         "--policy-columns",
         metavar="TEAM,TEAM",

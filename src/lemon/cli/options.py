@@ -313,6 +313,18 @@ def open_policy(args: argparse.Namespace, *, engine: PolicyEngine | None = None)
 # ── the persistent call cache ────────────────────────────────────────────────────────────
 
 
+def add_part_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:
+    """``--part all|fit|validation``: a train table's items, or its fit or validation part by
+    template or sibling (:meth:`lemon.tables.store.Table.part`); ``what`` ends the help."""
+    parser.add_argument(
+        "--part",
+        choices=["all", "fit", "validation"],  # lemon.tables.store.PARTS
+        default="all",
+        help="a train table's items: all, the fit part, or the validation part (by template "
+        f"or sibling: lemon.data.splits.validation_ids){what}",
+    )
+
+
 def add_call_cache_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-call-cache",

@@ -17,6 +17,7 @@ from lemon.cli.options import (
     add_call_cache_option,
     add_item_options,
     add_json_option,
+    add_part_option,
     add_profile_options,
     open_call_cache,
     resolve_profile_option,
@@ -419,13 +420,7 @@ def _register_tables(teachers: Any) -> None:
         help="v3: teach every item once per cost weight (R_orch's token_cost), the weight in "
         "the prompt",
     )
-    tables.add_argument(
-        "--part",
-        choices=["all", "fit", "validation"],  # lemon.tables.store.PARTS
-        default="all",
-        help="a train table's items: all, the fit part, or the validation part "
-        "(lemon.data.splits.validation_ids: by template or sibling)",
-    )
+    add_part_option(tables, "")
     tables.add_argument(
         "--min-success", type=float, default=1.0, help="drop items whose best team scores less"
     )
