@@ -238,22 +238,32 @@ def balance(
     rows: Path, benchmarks: Sequence[str], total: int = SFT_ROWS, seed: int = 0
 ) -> list[dict[str, Any]]:
     """``total`` SFT rows, an equal share from each benchmark's ``rows/<benchmark>.jsonl``
-    (cost-sensitive: a team's rows already repeat in proportion to its reward), drawn without
-    replacement while a benchmark has rows left, then again from all of them; shuffled."""
+    (cost-sensitive: a team's rows already repeat in proportion to its reward), or, when
+    ``rows`` is a file (the router teacher's rows of every benchmark), from its rows of each
+    benchmark (``provenance.benchmark``); drawn without replacement while a benchmark has rows
+    left, then again from all of them; shuffled."""
     import random
 
     if not benchmarks:
         raise ValueError("no benchmark to draw rows from")
     rng = random.Random(seed)
     share, extra = divmod(total, len(benchmarks))
+    pools: dict[str, list[dict[str, Any]]] = {}
+    if rows.is_file():
+        for line in rows.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                pools.setdefault(str(row["provenance"]["benchmark"]), []).append(row)
     drawn: list[dict[str, Any]] = []
     for k, bench in enumerate(benchmarks):
-        path = rows / f"{bench}.jsonl"
+        path = rows if rows.is_file() else rows / f"{bench}.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"{_rel(path)}: missing (run.sh rows)")
-        pool = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        pool = pools.get(bench, []) if rows.is_file() else [
+            json.loads(line) for line in path.read_text().splitlines() if line.strip()
+        ]  # fmt: skip
         if not pool:
-            raise ValueError(f"{_rel(path)}: no rows")
+            raise ValueError(f"{_rel(path)}: no rows" + (f" of {bench}" if rows.is_file() else ""))
         want = share + (1 if k < extra else 0)
         while want > 0:
             take = rng.sample(pool, min(want, len(pool)))
@@ -631,7 +641,9 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("configs", help="pin the complete benchmarks; write the SFT and GRPO configs")
     sub.add_parser("benchmarks", help="print the pinned benchmarks and their teams")
-    sub.add_parser("balance", help=f"rows.jsonl: {SFT_ROWS} SFT rows, an equal share per benchmark")
+    bal = sub.add_parser("balance", help=f"{SFT_ROWS} SFT rows, an equal share per benchmark")
+    bal.add_argument("--rows", default="rows", help="a folder of <benchmark>.jsonl, or one file")
+    bal.add_argument("--out", default="rows.jsonl", help="beside this script (default rows.jsonl)")
     sub.add_parser("choose", help="choose the run and step on validation: chosen.json")
     at = sub.add_parser("at", help="the config of a GRPO run cut at an earlier step")
     at.add_argument("arm", choices=ARMS)
@@ -649,14 +661,14 @@ def main(argv: list[str]) -> int:
             print(bench, ",".join(the_plan["teams"][bench]))
         return 0
     if args.action == "balance":
-        drawn = balance(RESULTS / "rows", plan()["benchmarks"])
+        drawn = balance(RESULTS / args.rows, plan()["benchmarks"])
         text = "".join(json.dumps(row) + "\n" for row in drawn)
-        (RESULTS / "rows.jsonl").write_text(text, encoding="utf-8")
+        (RESULTS / args.out).write_text(text, encoding="utf-8")
         counts: dict[str, int] = {}
         for row in drawn:
             bench = row["provenance"]["benchmark"]
             counts[bench] = counts.get(bench, 0) + 1
-        print(f"{_rel(RESULTS / 'rows.jsonl')}: {len(drawn)} rows {counts}")
+        print(f"{_rel(RESULTS / args.out)}: {len(drawn)} rows {counts}")
         return 0
     if args.action == "choose":
         data = choose(int(plan().get("steps", STEPS)))

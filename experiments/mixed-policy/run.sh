@@ -6,6 +6,10 @@
 #   rows        cost-sensitive teacher rows (v3 prompt, every cost weight) of each benchmark's
 #               fit part: rows/<benchmark>.jsonl; rows.jsonl draws the SFT's rows from them,
 #               an equal share per benchmark (mixed_policy.py balance)
+#   rows-router the router teacher's rows (lemon teacher tables --router logistic: per item and
+#               weight, the team a logistic router on the task text, cross-fitted over the fit
+#               parts of the item's kind, picks): rows/router.jsonl; rows-router.jsonl draws the
+#               SFT's rows from them, an equal share per benchmark
 #   sft-S       (or sft-sS) the SFT warm start of seed S (policies/mixed/sft-sS)
 #   grpo-ARM-S  GRPO, ARM global or credit, seed S, from sft-sS; its metrics.jsonl is copied to
 #               grpo/ARM-sS/
@@ -96,6 +100,15 @@ for stage in "$@"; do
       done < <(benchmarks)
       logged .venv/bin/python "$out/mixed_policy.py" balance  # an equal share per benchmark
       wc -l "${parts[@]}" "$out/rows.jsonl" ;;
+    rows-router)
+      mkdir -p "$out/rows"
+      weights=$(.venv/bin/python -c "import json; print(','.join(map(str, json.load(open('$out/plan.json'))['cost_weights'])))")
+      train=()
+      while read -r bench teams; do train+=("$tables/$bench-train"); done < <(benchmarks)
+      lemon teacher tables "${train[@]}" --part fit --prompt-format lemon-policy-prompt/v3 \
+        --cost-weights "$weights" --router logistic --out "$out/rows/router.jsonl"
+      logged .venv/bin/python "$out/mixed_policy.py" balance --rows rows/router.jsonl --out rows-router.jsonl
+      wc -l "$out/rows/router.jsonl" "$out/rows-router.jsonl" ;;
     sft-*) seed=${stage#sft-}; lemon train sft --config "$out/configs/sft-s${seed#s}.yaml" ;;
     train-*) config="$out/configs/${stage#train-}.yaml"  # any config, e.g. train-pilot-sft-s0
       kind=$(sed -n 's/^stage: //p' "$config"); lemon train "$kind" --config "$config" ;;

@@ -396,3 +396,51 @@ def test_cost_weighted_rows_state_their_weight_and_trade_accuracy_for_cost(
     bad = run_lemon("teacher", "tables", str(table.path), "--out", str(out), "--cost-weights", "1")
     assert bad.returncode == 2
     assert "needs --prompt-format lemon-policy-prompt/v3" in bad.stderr
+
+
+def test_router_rows_distil_a_cross_fitted_router(tmp_path: Path) -> None:
+    """``teacher tables --router logistic``: one row per item and weight, the team a logistic
+    router fitted on the other folds picks. In the hand-made world medium solves the 'how many'
+    questions and large nine in ten of all: at 0.5 per 1,000 tier-priced tokens (large 300,
+    medium 100) medium is worth its price exactly where the question asks 'how many', so the
+    router, which reads only the text, teaches medium there and large elsewhere; the rows are
+    not the per-item oracle (an item large fails is still taught large). --router with
+    --cost-sensitive is a usage error, as is --folds 1."""
+    from collections import Counter
+
+    from lemon.data import Benchmark
+    from lemon.scoring import item_index
+    from lemon.tasks import task_text
+    from tests.unit.test_table_report import _medium_solves, _table
+
+    table = _table(tmp_path / "svamp-train", "train", 120, samples=False)
+    out = tmp_path / "rows.jsonl"
+    v3 = ("--prompt-format", "lemon-policy-prompt/v3", "--cost-weights", "0.5")
+    done = run_lemon("teacher", "tables", str(table.path), "--out", str(out), *v3,
+                     "--router", "logistic")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(table.items)
+    index = item_index(Benchmark.SVAMP)
+    picked: dict[bool, Counter[str]] = {True: Counter(), False: Counter()}
+    for row in rows:
+        p = row["provenance"]
+        assert p["teacher"] == "router:logistic"
+        assert p["cost_weight"] == 0.5
+        assert 0 <= p["fold"] < 5
+        assert p["candidates"].keys() == {"single-small", "single-medium", "single-large"}
+        picked[_medium_solves(task_text(index[row["id"]]))][p["chosen"]] += 1
+    asks, other = picked[True], picked[False]
+    assert asks["single-medium"] >= 0.8 * sum(asks.values()), asks
+    assert other["single-large"] >= 0.8 * sum(other.values()), other
+    failed_large = [r for r in rows if r["provenance"]["chosen"] == "single-large"
+                    and not r["provenance"]["success"]]  # fmt: skip
+    assert failed_large  # taught by what the router expects, not by what happened
+    both = run_lemon("teacher", "tables", str(table.path), "--out", str(out), "--router",
+                     "logistic", "--cost-sensitive")  # fmt: skip
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr
+    folds = run_lemon("teacher", "tables", str(table.path), "--out", str(out), "--router",
+                      "knn", "--folds", "1")  # fmt: skip
+    assert folds.returncode == 2
+    assert "--folds must be at least 2" in folds.stderr

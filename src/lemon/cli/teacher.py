@@ -232,7 +232,12 @@ def run_tables(args: argparse.Namespace) -> int:
     from lemon.pricing import policy_price
     from lemon.reward import RewardConfig
     from lemon.tables.store import Table, TableError
-    from lemon.teaching.from_tables import TableTeacher, table_teacher_rows, weighted_copies
+    from lemon.teaching.from_tables import (
+        TableTeacher,
+        router_teacher_rows,
+        table_teacher_rows,
+        weighted_copies,
+    )
 
     if args.max_repeat < 1:
         raise UsageError("--max-repeat must be at least 1")
@@ -244,6 +249,7 @@ def run_tables(args: argparse.Namespace) -> int:
         token_cost=args.token_cost, agent_cost=args.agent_cost, edge_cost=args.edge_cost
     )
     result, n_items = TableTeacher(), 0
+    parts: list[tuple[Table, list[str]]] = []
     for path in args.table:
         try:
             table = Table.open(path)
@@ -255,6 +261,9 @@ def run_tables(args: argparse.Namespace) -> int:
             raise UsageError(f"--part: {exc}") from None
         items = part[args.offset : args.offset + args.limit if args.limit else None]
         n_items += len(items)
+        if args.router:
+            parts.append((table, items))
+            continue
         table_teacher_rows(
             table,
             teams=[t for t in (args.teams or "").split(",") if t] or None,
@@ -267,6 +276,20 @@ def run_tables(args: argparse.Namespace) -> int:
             cost_sensitive=args.cost_sensitive,
             cost_weights=weights,
             out=result,
+        )
+    if args.router:
+        if args.folds < 2:
+            raise UsageError("--folds must be at least 2")
+        result = router_teacher_rows(
+            parts,
+            router=args.router,
+            teams=[t for t in (args.teams or "").split(",") if t] or None,
+            rewards=rewards,
+            prompt_format=args.prompt_format,
+            count_tokens=count,
+            policy_price=policy_price(None),
+            cost_weights=weights,
+            folds=args.folds,
         )
     if args.shuffle is not None and args.cost_sensitive:  # each item taught another's weights
         import random
@@ -306,8 +329,9 @@ def run_tables(args: argparse.Namespace) -> int:
     write_text(args.out, "".join(written))
     chosen = ", ".join(f"{t} {n}" for t, n in sorted(result.chosen.items(), key=lambda x: -x[1]))
     print(
-        f"{len(result.rows)} rows from {n_items} items ({result.dropped} where no team "
-        f"succeeded dropped); chosen: {chosen}"
+        f"{len(result.rows)} rows from {n_items} items ({result.dropped} "
+        + ("without a cell for every team" if args.router else "where no team succeeded")
+        + f" dropped); chosen: {chosen}"
         + (f"; {len(written)} after balancing" if args.balance else "")
         + (f"; {len(written)} rows of every team weighted by reward" if args.cost_sensitive else "")
         + f"; policy tokens: {how} -> {args.out}"
@@ -427,10 +451,19 @@ def _register_tables(teachers: Any) -> None:
     weigh = tables.add_mutually_exclusive_group()
     weigh.add_argument("--balance", action="store_true", help="repeat rows of rarer teams")
     weigh.add_argument(
+        "--router",
+        choices=["knn", "logistic"],
+        help="distil a text router fitted on the tables (one per task kind, cross-fitted over "
+        "--folds): per item and weight, the team it picks for the item",
+    )
+    weigh.add_argument(
         "--cost-sensitive",
         action="store_true",
         help="cost-sensitive SFT: a row per team of each item, repeated in proportion to its "
         "reward above the item's worst team's (at most --max-repeat copies)",
+    )
+    tables.add_argument(
+        "--folds", type=int, default=5, help="with --router: cross-fitting folds (default 5)"
     )
     tables.add_argument(
         "--max-repeat", type=int, default=4, help="with --balance or --cost-sensitive (default 4)"
