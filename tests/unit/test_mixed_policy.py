@@ -330,3 +330,9 @@ def test_sft_rows_are_balanced_across_benchmarks(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="missing"):
         mp.balance(rows, ["mmlu"], total=4)
     assert mp.SFT_ROWS == mp.SFT_STEPS * mp.SFT_BATCH
+    # one file of every benchmark's rows (the router teacher's): the same draw per benchmark
+    one = tmp_path / "router.jsonl"
+    one.write_text((rows / "svamp.jsonl").read_text() + (rows / "aqua.jsonl").read_text())
+    assert mp.balance(one, ["aqua", "svamp"], total=21, seed=3) == drawn
+    with pytest.raises(ValueError, match="no rows of mmlu"):
+        mp.balance(one, ["aqua", "mmlu"], total=4)
