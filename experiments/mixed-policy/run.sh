@@ -4,13 +4,13 @@
 # STAGE:
 #   configs     pin the benchmarks whose tables are complete (plan.json) and write configs/
 #   rows        cost-sensitive teacher rows (v3 prompt, every cost weight) of each benchmark's
-#               fit part: rows/<benchmark>.jsonl; rows.jsonl draws the SFT's rows from them,
-#               an equal share per benchmark (mixed_policy.py balance)
+#               fit part: rows/<benchmark>.jsonl; rows.jsonl draws the first two pilots' SFT
+#               rows from them, an equal share per benchmark (mixed_policy.py balance)
 #   rows-router the router teacher's rows (lemon teacher tables --router logistic: per item and
 #               weight, the team a logistic router on the task text, cross-fitted over the fit
 #               parts of the item's kind, picks): rows/router.jsonl; rows-router.jsonl draws the
-#               SFT's rows from them, an equal share per benchmark
-#   sft-S       (or sft-sS) the SFT warm start of seed S (policies/mixed/sft-sS)
+#               SFT's rows from them, an equal share per benchmark (the design's SFT reads them)
+#   sft-S       (or sft-sS) the SFT warm start of seed S (policies/mixed/sft-sS), after rows-router
 #   grpo-ARM-S  GRPO, ARM global or credit, seed S, from sft-sS; its metrics.jsonl is copied to
 #               grpo/ARM-sS/
 #   choose      the run and step with the best validation reward (chosen.json); a step before
