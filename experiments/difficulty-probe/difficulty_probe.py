@@ -61,7 +61,7 @@ def _split(bench: str, split: str) -> tuple[list[str], Array]:
 
 
 def _auroc(scores: Array, labels: Array) -> float:
-    from lemon.evals.routers import auroc
+    from lemon.tables.routers import auroc
 
     value = auroc(scores, labels > 0.5)
     if value is None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lemon.evals import curves
-from lemon.evals.routers import KnnRouter, auroc, route
+from lemon.tables.routers import KnnRouter, auroc, route
 
 # three items × three teams (cheap, middle, dear)
 SUCCESS = np.array([[1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])

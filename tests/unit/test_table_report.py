@@ -278,8 +278,8 @@ def test_routing_auroc_scores_the_team_chosen_not_the_item_cost(tmp_path: Path) 
 
 
 def test_team_scores_by_hand(tmp_path: Path) -> None:
-    from lemon.evals.routers import auroc
     from lemon.evals.table_report import team_scores
+    from lemon.tables.routers import auroc
 
     data = _data(_table(tmp_path / "svamp-test", "test", 4, samples=False))
     # columns cost 30 / 100 / 300 on every item; 'x' is no column: the mean of its items' costs

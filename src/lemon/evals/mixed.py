@@ -16,7 +16,7 @@ Per benchmark, on the test items every team answered:
   kind by the rule the shipped default is chosen by (:func:`lemon.tables.choice.kind_choice`:
   the best mean R_orch, each benchmark weighing the same): LEMON's built-in default, unlike the
   max expert not told the benchmark;
-- ``knn`` / ``logistic``: the text routers of :mod:`lemon.evals.routers`, one per kind, fitted
+- ``knn`` / ``logistic``: the text routers of :mod:`lemon.tables.routers`, one per kind, fitted
   on that kind's train items, routing at R_orch's price on cost;
 - ``cascade``: a cheap team's two answers (greedy and replica); where they state the same
   answer it stands, else the max expert answers (cost: both cheap answers, plus the expert's
@@ -60,11 +60,11 @@ import numpy as np
 import numpy.typing as npt
 
 from lemon.evals import curves
-from lemon.evals.routers import KnnRouter, LogisticRouter, route
 from lemon.policy.columns import COLUMNS, REPLICA_SEED
 from lemon.reward import RewardConfig
 from lemon.scoring.stats import paired_bootstrap
 from lemon.tables.choice import kind_choice
+from lemon.tables.routers import KnnRouter, LogisticRouter, route
 from lemon.tables.store import Table
 from lemon.tasks import TaskKind, classify_task, task_text
 

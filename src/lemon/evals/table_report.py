@@ -4,7 +4,7 @@ On a test table's items (those every compared team answered), with no model call
 
 - every **fixed team** (one team for every item), and the best of them;
 - the **random hull** of the fixed teams (:mod:`lemon.evals.curves`);
-- a **kNN router** and a **logistic router** on the task text (:mod:`lemon.evals.routers`),
+- a **kNN router** and a **logistic router** on the task text (:mod:`lemon.tables.routers`),
   trained on the train table, operating at R_orch's own price on cost (the team maximising
   p(success) − token_cost/1000 · mean cost, i.e. the expected reward), with their whole curves;
   each with the **shuffled control** (trained on outcomes paired with the wrong tasks);
@@ -43,10 +43,10 @@ import numpy as np
 import numpy.typing as npt
 
 from lemon.evals import curves
-from lemon.evals.routers import KnnRouter, LogisticRouter, auroc, route, route_curve, shuffled
 from lemon.policy.columns import large_alone
 from lemon.reward import RewardConfig
 from lemon.scoring import stats
+from lemon.tables.routers import KnnRouter, LogisticRouter, auroc, route, route_curve, shuffled
 from lemon.tables.store import Table
 
 __all__ = ["Method", "TableMatrices", "load_table_matrices", "table_report"]

@@ -24,7 +24,7 @@ once per weight, R_orch's ``token_cost`` set to that weight and the weight writt
 prompt, so one policy learns the whole accuracy–cost curve: which team pays at which price.
 
 Router rows (:func:`router_teacher_rows`): the teacher is a text router fitted on the tables
-(:mod:`lemon.evals.routers`, one per task kind over all of the kind's tables), cross-fitted:
+(:mod:`lemon.tables.routers`, one per task kind over all of the kind's tables), cross-fitted:
 each item's row is the team the router trained on the *other* folds' items picks for it, the
 one with the best predicted R_orch (its predicted success minus the team's mean cost penalty at
 the row's weight). Every item is taught one team per weight, failed or not: a crisp target that
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 ROUTERS = ("knn", "logistic")
-"""The routers :func:`router_teacher_rows` can distil (:mod:`lemon.evals.routers`)."""
+"""The routers :func:`router_teacher_rows` can distil (:mod:`lemon.tables.routers`)."""
 
 TokenCounter = Callable[[list[dict[str, str]], str], int]
 """Tokens of (prompt messages, completion) under the policy's tokenizer and chat template."""
@@ -179,8 +179,8 @@ def router_teacher_rows(
     import numpy as np
 
     from lemon.data import Benchmark
-    from lemon.evals.routers import KnnRouter, LogisticRouter
     from lemon.scoring import item_index
+    from lemon.tables.routers import KnnRouter, LogisticRouter
 
     if router not in ROUTERS:
         raise ValueError(f"unknown router {router!r}: one of {', '.join(ROUTERS)}")

@@ -1,5 +1,8 @@
 """Routers on the task text, trained on a train table, routing a test table's items.
 
+They sit with the tables, below both of their users: the reports (:mod:`lemon.evals`) route
+with them and the router teacher (:mod:`lemon.teaching.from_tables`) distils them.
+
 Both predict, for each candidate team, the probability that it succeeds on a task, from the
 task's text alone (TF-IDF of word 1-2-grams, fitted on the train tasks):
 
