@@ -10,7 +10,7 @@ benchmark's fit part (``lemon teacher tables --router logistic``: per item the t
 router cross-fitted on the kind's fit items picks; prompt ``lemon-policy-prompt/v3``, every item
 taught once per cost weight of :data:`COST_WEIGHTS`; ``balance`` draws :data:`SFT_ROWS` of them,
 an equal share per benchmark, for one pass of :data:`SFT_STEPS` steps; at 150 steps these rows
-beat the cost-sensitive ones by +0.109 [+0.014, +0.192] on validation, README "The third
+beat the cost-sensitive ones by +0.109 [+0.007, +0.211] on validation, README "The third
 pilot"), then two GRPO arms from it, plain GRPO
 (``global``) and two-way counterfactual credit (``credit``), on the fit part of every train
 table, each row drawing its cost weight, scored on the validation part
@@ -425,6 +425,47 @@ def _items(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def versus(a: str, b: str, benchmarks: Sequence[str], where: Path, seed: int = 0) -> dict[str, Any]:
+    """Version ``a`` minus version ``b`` on the items both answered under ``where``
+    (``validation/`` or ``evals/``: ``<version>/<benchmark>/items.jsonl``): per benchmark and
+    over the mix (each benchmark weighing the same), the paired difference in accuracy and its
+    95% bootstrap interval (the mixed report's: items resampled, each weighted 1 / its
+    benchmark's item count), and both versions' mean full cost."""
+    import numpy as np
+
+    from lemon.scoring.stats import paired_bootstrap
+
+    diffs: list[Any] = []
+    weights: list[Any] = []
+    out: dict[str, Any] = {}
+    cost: dict[str, list[float]] = {a: [], b: []}
+    for bench in benchmarks:
+        got = {}
+        for name in (a, b):
+            path = where / name / bench / "items.jsonl"
+            if not path.is_file():
+                raise FileNotFoundError(f"{_rel(path)}: missing")
+            got[name] = {str(r["id"]): r for r in _items(path)}
+        ids = sorted(set(got[a]) & set(got[b]))
+        if not ids:
+            raise ValueError(f"{bench}: {a} and {b} answered no item in common")
+        d = np.array([float(bool(got[a][i]["correct"])) - float(bool(got[b][i]["correct"]))
+                      for i in ids])  # fmt: skip
+        for name in (a, b):
+            cost[name].append(statistics.fmean(float(got[name][i]["full_cost"]) for i in ids))
+        out[bench] = {"n": len(ids), "difference": round(float(d.mean()), 4)}
+        diffs.append(d)
+        weights.append(np.full(len(ids), 1.0 / len(ids)))
+    d_all, w_all = np.concatenate(diffs), np.concatenate(weights)
+    lo, hi = paired_bootstrap(lambda d, w: float((d * w).sum() / w.sum()), d_all, w_all, seed=seed)
+    out["mix"] = {
+        "difference": round(float((d_all * w_all).sum() / w_all.sum()), 4),
+        "ci95": [round(lo, 4), round(hi, 4)],
+        "cost": {name: round(statistics.fmean(c), 1) for name, c in cost.items()},
+    }
+    return out
+
+
 def test_figures(
     name: str, run: str, report: dict[str, Any] | None, benchmarks: Sequence[str], res: Path
 ) -> tuple[dict[str, Any] | None, str | None]:
@@ -657,7 +698,15 @@ def main(argv: list[str]) -> int:
     at.add_argument("seed", type=int, choices=SEEDS)
     at.add_argument("step", type=int)
     sub.add_parser("summary", help="write summary.json from the runs' outputs")
+    vs = sub.add_parser("versus", help="version A minus version B, paired, on validation or test")
+    vs.add_argument("a")
+    vs.add_argument("b")
+    vs.add_argument("--test", action="store_true", help="evals/ (the test tables), not validation/")
     args = parser.parse_args(argv)
+    if args.action == "versus":
+        where = RESULTS / ("evals" if args.test else "validation")
+        print(json.dumps(versus(args.a, args.b, plan()["benchmarks"], where), indent=1))
+        return 0
     if args.action == "configs":
         for path in configs():
             print(_rel(path))

@@ -336,3 +336,31 @@ def test_sft_rows_are_balanced_across_benchmarks(tmp_path: Path) -> None:
     assert mp.balance(one, ["aqua", "svamp"], total=21, seed=3) == drawn
     with pytest.raises(ValueError, match="no rows of mmlu"):
         mp.balance(one, ["aqua", "mmlu"], total=4)
+
+
+def test_versus_pairs_two_versions_on_the_same_items(tmp_path: Path) -> None:
+    """``versus A B``: per benchmark the mean paired difference on the items both answered,
+    over the mix the equal-weight mean (AQuA's +1/2 and SVAMP's -1/4 give +1/8), an interval
+    around it, and each version's mean full cost on those items; a missing version is named."""
+    rows = {
+        ("a", "aqua"): [("q1", True, 10.0), ("q2", True, 30.0)],
+        ("b", "aqua"): [("q1", True, 100.0), ("q2", False, 100.0), ("q9", True, 5.0)],
+        ("a", "svamp"): [(f"s{k}", k != 0, 1.0) for k in range(4)],
+        ("b", "svamp"): [(f"s{k}", True, 2.0) for k in range(4)],
+    }
+    for (version, bench), items in rows.items():
+        folder = tmp_path / version / bench
+        folder.mkdir(parents=True)
+        (folder / "items.jsonl").write_text("".join(
+            json.dumps({"id": i, "correct": c, "full_cost": f}) + "\n" for i, c, f in items
+        ))  # fmt: skip
+    got = mp.versus("a", "b", ["aqua", "svamp"], tmp_path)
+    assert got["aqua"] == {"n": 2, "difference": 0.5}
+    assert got["svamp"] == {"n": 4, "difference": -0.25}
+    assert got["mix"]["difference"] == 0.125
+    lo, hi = got["mix"]["ci95"]
+    assert lo <= 0.125 <= hi
+    assert lo < hi
+    assert got["mix"]["cost"] == {"a": 10.5, "b": 51.0}  # (20 + 1) / 2 and (100 + 2) / 2
+    with pytest.raises(FileNotFoundError, match=r"c/aqua/items\.jsonl"):
+        mp.versus("c", "b", ["aqua"], tmp_path)
