@@ -141,14 +141,7 @@ def table_teacher_rows(
             if cost_sensitive:
                 provenance["best"] = best_team
                 provenance["weight"] = round(reward - worst, 6)
-            out.rows.append(
-                {
-                    "id": item_id,
-                    "prompt": messages,
-                    "completion": [{"role": "assistant", "content": completion}],
-                    "provenance": provenance,
-                }
-            )
+            out.rows.append(_row(item_id, messages, completion, provenance))
     return out
 
 
@@ -264,15 +257,20 @@ def router_teacher_rows(
                     }
                     if weight is not None:
                         provenance["cost_weight"] = weight
-                    out.rows.append(
-                        {
-                            "id": item_id,
-                            "prompt": messages,
-                            "completion": [{"role": "assistant", "content": completion}],
-                            "provenance": provenance,
-                        }
-                    )
+                    out.rows.append(_row(item_id, messages, completion, provenance))
     return out
+
+
+def _row(
+    item_id: str, messages: list[dict[str, str]], completion: str, provenance: dict[str, Any]
+) -> dict[str, Any]:
+    """One SFT row: the prompt, the spec as the assistant's completion, and its provenance."""
+    return {
+        "id": item_id,
+        "prompt": messages,
+        "completion": [{"role": "assistant", "content": completion}],
+        "provenance": provenance,
+    }
 
 
 Scored = list[tuple[float, str, tuple[str, ItemOutcome, int]]]
