@@ -14,7 +14,8 @@ beat the cost-sensitive ones by +0.109 [+0.007, +0.211] on validation, README "T
 pilot"), then two GRPO arms from it, plain GRPO
 (``global``) and two-way counterfactual credit (``credit``), on the fit part of every train
 table, each row drawing its cost weight, scored on the validation part
-(:func:`lemon.data.splits.validation_ids`) every :data:`HELDOUT_STEPS` steps.
+(:func:`lemon.data.splits.validation_ids`) every :data:`HELDOUT_STEPS` steps and at the last;
+both arms train to the same worker tokens (:data:`WORKER_BUDGET`), so they compare there.
 
 ``choose`` reads the six GRPO runs' held-out (validation) curves and picks the run and step
 with the best validation reward (step 0 is the seed's SFT warm start): the headline policy,
@@ -57,7 +58,14 @@ REWARDS = {"token_cost": 0.02, "agent_cost": 0.01, "edge_cost": 0.005}
 """R_orch's weights; ``token_cost`` is replaced per task by its drawn cost weight."""
 SEEDS = (0, 1, 2)
 ARMS = ("global", "credit")
-STEPS = 40
+STEPS = 80
+"""A GRPO run's step cap; :data:`WORKER_BUDGET` ends it first."""
+WORKER_BUDGET = 200_000.0
+"""Both arms train to the same worker tokens (``hyperparameters.max_worker_tokens``): each run
+stops after the step at which its tier-priced worker tokens (every distinct worker call read,
+from the table or live, counted once) reach this. The third pilot read about 6,500 a step with
+credit and 5,300 without, so credit stops near step 31 and global near 38: the arms compare at
+equal worker tokens, not at equal steps."""
 HELDOUT_STEPS = 10
 """Validation every 10 steps (and at step 0, the SFT warm start): the steps a run can be cut
 at when its validation reward peaks before its last step."""
@@ -159,6 +167,7 @@ def grpo_config(
             "learning_rate": 5.0e-5,
             "lr_scheduler": "constant",  # so a run cut at step K is this run's first K steps
             "max_steps": steps,
+            "max_worker_tokens": WORKER_BUDGET,
             "per_device_batch_size": TASKS_PER_STEP,
             "group_size": GROUP_SIZE,
             "max_completion_length": SPEC_TOKENS,
@@ -195,7 +204,7 @@ def configs(tables: Path = ROOT / TABLES) -> list[Path]:
         json.dumps(
             {"benchmarks": benchmarks, "teams": ready, "waiting": waiting,
              "cost_weights": list(COST_WEIGHTS), "seeds": list(SEEDS), "arms": list(ARMS),
-             "steps": STEPS, "heldout_steps": HELDOUT_STEPS},
+             "steps": STEPS, "worker_budget": WORKER_BUDGET, "heldout_steps": HELDOUT_STEPS},
             indent=1,
         ) + "\n",
         encoding="utf-8",
@@ -298,35 +307,52 @@ def heldout(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
     return {int(r["step"]): float(r["heldout/reward"]) for r in rows if "heldout/reward" in r}
 
 
+def last_step(rows: Sequence[dict[str, Any]]) -> int | None:
+    """The step a finished run ended at (its worker budget's or the step cap): the trainer's
+    closing row (``train_runtime``); None while it runs or after it died."""
+    ends = [int(r["step"]) for r in rows if "train_runtime" in r]
+    return ends[-1] if ends else None
+
+
 def _run_state(
-    arm: str, seed: int, steps: int, res: Path = RESULTS
-) -> tuple[dict[int, float] | None, str | None]:
+    arm: str, seed: int, res: Path = RESULTS
+) -> tuple[dict[int, float] | None, int | None, str | None]:
+    """A finished run's validation reward by step, its last step, or why there is none."""
     path = metrics_path(arm, seed, res)
     rows = _metrics(path)
     if not rows:
-        return None, f"{_rel(path)}: missing"
+        return None, None, f"{_rel(path)}: missing"
     held = heldout(rows)
-    if steps not in held:
-        last = max(held, default=None)
-        return None, f"{_rel(path)}: no validation score at step {steps} (last: {last})"
-    return held, None
+    last = last_step(rows)
+    if last is None:
+        seen = max(held, default=None)
+        return None, None, f"{_rel(path)}: not finished (last validation score: step {seen})"
+    if last not in held:
+        return None, None, f"{_rel(path)}: no validation score at its last step, {last}"
+    return held, last, None
 
 
-def choose(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
+def _at_step(rows: Sequence[dict[str, Any]], key: str, step: int) -> float | None:
+    """``key``'s value logged at ``step`` (the last such row wins), if any."""
+    values = [float(r[key]) for r in rows if key in r and int(r["step"]) == step]
+    return values[-1] if values else None
+
+
+def choose(res: Path = RESULTS) -> dict[str, Any]:
     """The best validation reward over every run and scored step (step 0: the SFT warm start);
     ties to the earlier step, then global before credit, then the lower seed."""
     candidates: list[dict[str, Any]] = []
     missing = []
     for seed in SEEDS:
         for arm in ARMS:
-            held, why = _run_state(arm, seed, steps, res)
+            held, last, why = _run_state(arm, seed, res)
             if held is None:
                 missing.append(why)
                 continue
             for step, reward in sorted(held.items()):
                 if step == 0:
                     name = f"sft-s{seed}"
-                elif step == steps:
+                elif step == last:
                     name = f"grpo-{arm}-s{seed}"
                 else:
                     name = f"grpo-{arm}-s{seed}-at{step}"
@@ -359,22 +385,26 @@ def t_interval(values: Sequence[float]) -> list[float] | None:
     return [round(mean - half, 4), round(mean + half, 4)]
 
 
-def reward_difference(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
-    """Credit's final validation reward minus global's, paired by seed."""
+def reward_difference(res: Path = RESULTS) -> dict[str, Any]:
+    """Credit's final validation reward minus global's, paired by seed: each run's last step,
+    where its worker budget ended it (so at equal worker tokens)."""
     per_seed, why = [], []
     for seed in SEEDS:
-        finals = {}
+        finals, lasts, tokens = {}, {}, {}
         for arm in ARMS:
-            held, reason = _run_state(arm, seed, steps, res)
-            if held is None:
+            held, last, reason = _run_state(arm, seed, res)
+            if held is None or last is None:
                 why.append(reason)
             else:
-                finals[arm] = held[steps]
+                finals[arm], lasts[arm] = held[last], last
+                rows = _metrics(metrics_path(arm, seed, res))
+                tokens[arm] = _at_step(rows, "worker_priced_tokens_total", last)
         if len(finals) == len(ARMS):
             diff = finals["credit"] - finals["global"]
             per_seed.append({"seed": seed, "global": round(finals["global"], 4),
                              "credit": round(finals["credit"], 4),
-                             "difference": round(diff, 4)})  # fmt: skip
+                             "difference": round(diff, 4), "steps": lasts,
+                             "worker_tokens": tokens})  # fmt: skip
     diffs = [p["difference"] for p in per_seed]
     every = len(per_seed) == len(SEEDS)  # a mean over some seeds is not the figure asked for
     return {
@@ -385,10 +415,12 @@ def reward_difference(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]
     }
 
 
-def token_overhead(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
-    """Credit's worker cost over global's for whole runs: tokens where the runs log their
-    distinct calls' tokens (``worker_priced_tokens_total``), and distinct worker calls
-    (``worker_calls_total``), each a ratio of sums over the seeds both arms finished."""
+def token_overhead(res: Path = RESULTS) -> dict[str, Any]:
+    """Credit's worker cost over global's at equal steps (both arms' cumulative figures at the
+    earlier of their two last steps, the paper's reading of its training curves): tokens where
+    the runs log their distinct calls' tokens (``worker_priced_tokens_total``), and distinct
+    worker calls (``worker_calls_total``), each a ratio of sums over the seeds both arms
+    finished."""
     totals: dict[str, dict[str, list[float]]] = {
         key: {arm: [] for arm in ARMS}
         for key in ("worker_priced_tokens_total", "worker_calls_total")
@@ -397,16 +429,17 @@ def token_overhead(steps: int = STEPS, res: Path = RESULTS) -> dict[str, Any]:
     seeds = []
     for seed in SEEDS:
         rows = {arm: _metrics(metrics_path(arm, seed, res)) for arm in ARMS}
-        done = {arm: _run_state(arm, seed, steps, res) for arm in ARMS}
-        if any(held is None for held, _ in done.values()):
-            why += [reason for held, reason in done.values() if held is None]
+        done = {arm: _run_state(arm, seed, res) for arm in ARMS}
+        if any(held is None for held, _, _ in done.values()):
+            why += [reason for held, _, reason in done.values() if held is None]
             continue
         seeds.append(seed)
+        step = min(last for _, last, _ in done.values() if last is not None)
         for key, by_arm in totals.items():
             for arm in ARMS:
-                values = [float(r[key]) for r in rows[arm] if key in r]
-                by_arm[arm].append(values[-1] if values else math.nan)
-    out: dict[str, Any] = {"seeds": seeds, "missing": why}
+                value = _at_step(rows[arm], key, step)
+                by_arm[arm].append(math.nan if value is None else value)
+    out: dict[str, Any] = {"seeds": seeds, "missing": why}  # per seed: [credit, global]
     for key, name in (("worker_priced_tokens_total", "tokens"), ("worker_calls_total", "calls")):
         credit, plain = totals[key]["credit"], totals[key]["global"]
         if len(seeds) < len(SEEDS) or any(math.isnan(v) for v in credit + plain):
@@ -497,7 +530,6 @@ def summary(res: Path = RESULTS) -> dict[str, Any]:
     the_plan = plan(res)
     inputs.append(res / "plan.json")
     benchmarks = list(the_plan["benchmarks"])
-    steps = int(the_plan.get("steps", STEPS))
     out: dict[str, Any] = {"benchmarks": benchmarks}
 
     chosen_path = res / "chosen.json"
@@ -598,7 +630,7 @@ def summary(res: Path = RESULTS) -> dict[str, Any]:
             missing.setdefault(key, "no per-benchmark report for every benchmark (or no AUROC)")
 
     # the two arms, on validation and on test
-    diff = reward_difference(steps, res)
+    diff = reward_difference(res)
     out["credit_minus_global_reward"] = diff["value"]
     out["credit_minus_global_reward_ci95"] = diff["ci95"]
     out["credit_minus_global_reward_per_seed"] = diff["per_seed"]
@@ -606,7 +638,7 @@ def summary(res: Path = RESULTS) -> dict[str, Any]:
         missing["credit_minus_global_reward"] = "; ".join(map(str, diff["missing"]))
     elif diff["ci95"] is None:
         missing["credit_minus_global_reward_ci95"] = "fewer than two seeds with both arms"
-    overhead = token_overhead(steps, res)
+    overhead = token_overhead(res)
     out["credit_token_overhead"] = overhead["tokens"]
     out["credit_calls_overhead"] = overhead["calls"]
     out["credit_overhead_per_seed"] = {
@@ -666,14 +698,18 @@ def summary(res: Path = RESULTS) -> dict[str, Any]:
 
 NOTES = {
     "credit_minus_global_reward": "each seed's final validation reward (heldout/reward at the "
-    "last step) of the credit arm minus the global arm's, then the mean over seeds; paired by "
-    "seed because both arms of a seed start from the same SFT warm start and score the same "
+    "run's last step, where the worker budget both arms share ended it: equal worker tokens, "
+    "not equal steps) of the credit arm minus the global arm's, then the mean over seeds; "
+    "paired by seed because both arms of a seed start from the same SFT warm start and score "
+    "the same "
     "validation items at the same drawn cost weights. The runs log only the mean reward over "
     "the validation items, so the pairing cannot be per item; the interval is Student's t over "
     "the seeds' differences (2 degrees of freedom for three seeds: wide, and it says so), not "
     "a bootstrap (over three seeds that is only their range).",
-    "credit_token_overhead": "credit's worker tokens over global's for whole runs, a ratio of "
-    "sums over seeds, from worker_priced_tokens_total (the tier-priced tokens of every distinct "
+    "credit_token_overhead": "credit's worker tokens over global's at equal steps (both runs' "
+    "totals at the earlier of their last steps: the whole of credit's run, which the shared "
+    "budget ends first), a ratio of sums over seeds, from worker_priced_tokens_total (the "
+    "tier-priced tokens of every distinct "
     "worker call a run read) where the runs log it; credit_calls_overhead is the same for "
     "worker_calls_total (distinct worker calls). The per-step worker_tokens is a mean over "
     "valid rollouts only (mutants' tokens are not in it), so it is not used.",
@@ -727,7 +763,7 @@ def main(argv: list[str]) -> int:
         print(f"{_rel(RESULTS / args.out)}: {len(drawn)} rows {counts}")
         return 0
     if args.action == "choose":
-        data = choose(int(plan().get("steps", STEPS)))
+        data = choose()
         (RESULTS / "chosen.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(data["run"])
         return 0

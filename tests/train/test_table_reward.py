@@ -302,3 +302,58 @@ def test_several_tables_are_read_as_one_store(tmp_path: Path, tiny_model: Path) 
             reward.decode, rewards=RewardConfig(), counterfactual=CounterfactualConfig(),
             table=f"{first.path},{elsewhere.path}", profile="scripted", worker_max_tokens=64,
         )  # fmt: skip
+
+
+def test_a_worker_budget_stops_the_run_at_the_step_that_reaches_it(
+    table: Table, tiny_model: Path
+) -> None:
+    """hyperparameters.max_worker_tokens: the step whose reads bring the run's tier-priced
+    worker tokens to the budget is the last, and is saved; reading a call again adds nothing."""
+    from transformers import TrainerControl, TrainerState
+
+    from lemon_train.grpo import WorkerBudget
+    from lemon_train.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model))
+    columns = _rows(table)
+    large = tokenizer(SINGLE.format(tier="large"), add_special_tokens=False)["input_ids"]
+
+    def step(reward: Any, index: int) -> float:
+        one = {k: v[index : index + 1] for k, v in columns.items()}
+        asyncio.run(reward([None], [None], [large], **one))
+        return float(reward.distinct_tokens[1])
+
+    probe = _reward(table, tokenizer, live=False)
+    first = step(probe, 0)
+    second = step(probe, 1) - first
+    assert first > 0
+    assert second > 0
+    reward = _reward(table, tokenizer, live=False)
+    budget = WorkerBudget(reward, first + second / 2)
+    state, control = TrainerState(), TrainerControl()
+    for number, index in ((1, 0), (2, 0), (3, 1), (4, 1)):  # item 0 twice: read once
+        step(reward, index)
+        state.global_step = number
+        budget.on_step_end(None, state, control)
+        if control.should_training_stop:  # as the trainer does
+            break
+    assert budget.stopped_at == 3
+    assert control.should_training_stop
+    assert control.should_save
+
+
+def test_a_worker_budget_needs_table_data(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from lemon.learning.training_config import TrainingConfig
+
+    base = {"stage": "grpo", "base_model": "packaged", "output_dir": str(tmp_path / "v")}
+    budget = {"max_worker_tokens": 1000.0}
+    with pytest.raises(ValidationError, match="max_worker_tokens needs stage grpo on table"):
+        TrainingConfig.model_validate({**base, "data": "synthetic:8", "hyperparameters": budget})
+    with pytest.raises(ValidationError, match="greater than 0"):
+        TrainingConfig.model_validate(
+            {**base, "data": "table:x", "hyperparameters": {"max_worker_tokens": 0}}
+        )
+    made = TrainingConfig.model_validate({**base, "data": "table:x", "hyperparameters": budget})
+    assert made.hyperparameters.max_worker_tokens == 1000.0

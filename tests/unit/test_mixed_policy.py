@@ -30,14 +30,15 @@ AQUA: World = {
     "quick-large": (60.0, lambda k: k < 6, lambda k: k < 6),
 }
 EXPERT = {"svamp": "pot-large", "aqua": "quick-large"}
-# validation reward by step, and the runs' distinct worker calls and tokens at the end
+# validation reward by step (the worker budget ends credit's runs at step 30, global's at 40),
+# and the runs' distinct worker calls and tokens, which grow by a fortieth of these a step
 HELD = {
     ("global", 0): {0: -0.5, 10: -0.3, 20: -0.2, 30: -0.1, 40: 0.0},
-    ("credit", 0): {0: -0.5, 10: -0.2, 20: 0.0, 30: 0.05, 40: 0.1},
+    ("credit", 0): {0: -0.5, 10: -0.2, 20: 0.0, 30: 0.1},
     ("global", 1): {0: -0.4, 10: -0.2, 20: 0.0, 30: 0.05, 40: 0.1},
-    ("credit", 1): {0: -0.4, 10: 0.2, 20: 0.5, 30: 0.45, 40: 0.4},
+    ("credit", 1): {0: -0.4, 10: 0.2, 20: 0.5, 30: 0.4},
     ("global", 2): {0: -0.6, 10: 0.0, 20: 0.1, 30: 0.15, 40: 0.2},
-    ("credit", 2): {0: -0.6, 10: 0.0, 20: 0.1, 30: 0.15, 40: 0.2},
+    ("credit", 2): {0: -0.6, 10: 0.0, 20: 0.1, 30: 0.2},
 }
 CALLS = {"global": (100, 120, 110), "credit": (250, 300, 260)}
 TOKENS = {"global": (1000, 1200, 1100), "credit": (3000, 3600, 3300)}
@@ -65,10 +66,13 @@ def _records(tables: Path, bench: str, team: str, own: float = 0.0) -> list[dict
     return out
 
 
-def _metrics(res: Path, arm: str, seed: int, *, steps: int = 40, tokens: bool = True) -> None:
+def _metrics(res: Path, arm: str, seed: int, *, finished: bool = True, tokens: bool = True) -> None:
+    """A run's metrics.jsonl as lemon train writes it; ``finished``: with the trainer's
+    closing row, before the held-out score of the last step (else it died after step 30)."""
     rows: list[dict[str, Any]] = []
+    last = max(HELD[(arm, seed)])
     for step, reward in HELD[(arm, seed)].items():
-        if step > steps:
+        if not finished and step > 30:
             continue
         if step:
             rows.append(
@@ -80,6 +84,8 @@ def _metrics(res: Path, arm: str, seed: int, *, steps: int = 40, tokens: bool = 
                 }
                 | ({"worker_priced_tokens_total": TOKENS[arm][seed] * step / 40} if tokens else {})
             )
+        if finished and step == last:
+            rows.append({"step": step, "train_runtime": 12.5, "train_loss": 0.1})
         rows.append({"step": step, "heldout/reward": reward, "heldout/tasks": 6.0})
     path = res / "grpo" / f"{arm}-s{seed}" / "metrics.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +114,7 @@ def full(tables: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     _plan(res)
     for arm, seed in HELD:
         _metrics(res, arm, seed)
-    chosen = mp.choose(40, res)
+    chosen = mp.choose(res)
     (res / "chosen.json").write_text(json.dumps(chosen))
     for seed in mp.SEEDS:
         _write_evals(res, tables, f"grpo-global-s{seed}", dict.fromkeys(EXPERT, "single-large"), 0)
@@ -146,9 +152,10 @@ def test_the_run_and_step_are_chosen_on_validation(full: dict[str, Any]) -> None
     assert (chosen["run"], chosen["step"], chosen["validation_reward"]) == (
         "grpo-credit-s1-at20", 20, 0.5,
     )  # fmt: skip
-    # each seed's SFT (step 0) is one candidate, not one per arm; 6 runs x 4 steps + 3 SFTs
+    # each seed's SFT (step 0) is one candidate, not one per arm; 3 global runs x 4 steps,
+    # 3 credit runs x 3 steps, 3 SFTs
     names = [c["run"] for c in chosen["candidates"]]
-    assert len(names) == len(set(names)) == 27
+    assert len(names) == len(set(names)) == 24
     assert "sft-s2" in names
 
 
@@ -158,14 +165,11 @@ def test_a_tie_goes_to_the_earlier_step_then_global(tmp_path: Path) -> None:
         _metrics(tmp_path, arm, seed)
     rows = tmp_path / "grpo" / "credit-s1" / "metrics.jsonl"
     rows.write_text(rows.read_text().replace('"heldout/reward": 0.5', '"heldout/reward": 0.2'))
-    # now the best is 0.45 (credit s1, step 30)
-    assert mp.choose(40, tmp_path)["run"] == "grpo-credit-s1-at30"
-    rows.write_text(rows.read_text().replace('"heldout/reward": 0.45', '"heldout/reward": 0.2'))
-    # 0.4 at credit s1's last step
-    assert mp.choose(40, tmp_path)["run"] == "grpo-credit-s1"
-    # every run at most 0.2: global s2 at step 40, credit s2 at 40, credit s1 at 10, 20, 30
+    # now the best is 0.4, at credit s1's last step (30, where its budget ended it)
+    assert mp.choose(tmp_path)["run"] == "grpo-credit-s1"
+    # every run at most 0.2: global s2 at step 40, credit s2 at 30, credit s1 at 10, 20, 30
     rows.write_text(rows.read_text().replace('"heldout/reward": 0.4', '"heldout/reward": 0.2'))
-    assert mp.choose(40, tmp_path)["run"] == "grpo-credit-s1-at10"
+    assert mp.choose(tmp_path)["run"] == "grpo-credit-s1-at10"
 
 
 def test_the_policy_against_the_fixed_teams(full: dict[str, Any]) -> None:
@@ -214,12 +218,18 @@ def test_auroc_within_each_benchmark(full: dict[str, Any]) -> None:
 
 def test_credit_against_global(full: dict[str, Any]) -> None:
     s = full["summary"]
-    # final validation rewards, credit − global: s0 0.1, s1 0.3, s2 0.0; mean 0.1333,
-    # sd 0.152753, t(2) 4.303: half width 4.303 * 0.152753 / sqrt(3) = 0.37949
+    # final validation rewards (credit at step 30, global at 40: each run's last, at the
+    # budget), credit − global: s0 0.1, s1 0.3, s2 0.0; mean 0.1333, sd 0.152753, t(2) 4.303:
+    # half width 4.303 * 0.152753 / sqrt(3) = 0.37949
     assert s["credit_minus_global_reward"] == pytest.approx(0.1333)
     assert s["credit_minus_global_reward_ci95"] == pytest.approx([-0.2462, 0.5128], abs=1e-4)
-    # whole runs: tokens (3000 + 3600 + 3300) / (1000 + 1200 + 1100), calls 810 / 330
+    first = s["credit_minus_global_reward_per_seed"][0]
+    assert first["steps"] == {"global": 40, "credit": 30}
+    assert first["worker_tokens"] == {"global": 1000.0, "credit": 2250.0}
+    # at equal steps (30, credit's last): tokens (3000 + 3600 + 3300) * 30/40 over
+    # (1000 + 1200 + 1100) * 30/40, calls 810 / 330
     assert s["credit_token_overhead"] == 3.0
+    assert s["credit_overhead_per_seed"]["tokens"]["0"] == [2250.0, 750.0]
     assert s["credit_calls_overhead"] == pytest.approx(2.4545)
     # test: global writes single-large (0.45 at 100, 100 worker tokens), credit the experts
     # (0.65 at (50 + 60) / 2 = 55)
@@ -239,10 +249,8 @@ def test_missing_inputs_give_null_and_say_why(tmp_path: Path) -> None:
     for arm, seed in HELD:
         if (arm, seed) == ("credit", 2):
             continue
-        # the runs log no worker_priced_tokens_total; global s2 stopped at step 30
-        _metrics(
-            tmp_path, arm, seed, tokens=False, steps=30 if (arm, seed) == ("global", 2) else 40
-        )
+        # the runs log no worker_priced_tokens_total; global s2 died after step 30
+        _metrics(tmp_path, arm, seed, tokens=False, finished=(arm, seed) != ("global", 2))
     s = mp.summary(tmp_path)
     for key in ("vs_best_fixed", "vs_best_fixed_ci95", "policy_cost", "best_fixed_cost",
                 "vs_max_expert", "vs_max_expert_ci95", "policy_score", "knn_score",
@@ -253,21 +261,21 @@ def test_missing_inputs_give_null_and_say_why(tmp_path: Path) -> None:
     assert "report/report.json: missing" in why["report"]
     assert "chosen.json: missing" in why["chosen"]
     assert "grpo/credit-s2/metrics.jsonl: missing" in why["credit_minus_global_reward"]
-    assert "no validation score at step 40 (last: 30)" in why["credit_minus_global_reward"]
+    assert "not finished (last validation score: step 30)" in why["credit_minus_global_reward"]
     assert "grpo/credit-s2/metrics.jsonl: missing" in why["credit_token_overhead"]
     assert s["final_test"]["global"]["accuracy"] is None
     assert "commands" in why
     # the two seeds both arms finished are listed, the mean is not taken over them
     assert [p["seed"] for p in s["credit_minus_global_reward_per_seed"]] == [0, 1]
     with pytest.raises(SystemExit, match="every GRPO run finished"):
-        mp.choose(40, tmp_path)
+        mp.choose(tmp_path)
 
 
 def test_token_overhead_needs_the_runs_to_log_tokens(tmp_path: Path) -> None:
     _plan(tmp_path)
     for arm, seed in HELD:
         _metrics(tmp_path, arm, seed, tokens=False)
-    out = mp.token_overhead(40, tmp_path)
+    out = mp.token_overhead(tmp_path)
     assert out["tokens"] is None
     assert out["calls"] == pytest.approx(810 / 330, abs=1e-4)
     assert "worker_priced_tokens_total: not logged by every run" in out["missing"]
@@ -307,6 +315,10 @@ def test_configs_pin_the_complete_benchmarks(
     assert grpo.counterfactual.enabled
     assert grpo.hyperparameters.cost_weights == list(mp.COST_WEIGHTS)
     assert grpo.base_model == "policies/mixed/sft-s1"
+    # both arms train to one worker budget, under a step cap
+    assert grpo.hyperparameters.max_worker_tokens == mp.WORKER_BUDGET
+    assert grpo.hyperparameters.max_steps == mp.STEPS
+    assert plan["worker_budget"] == mp.WORKER_BUDGET
     assert not load_config(tmp_path / "configs" / "grpo-global-s1.yaml").counterfactual.enabled
 
 

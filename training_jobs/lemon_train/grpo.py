@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from lemon.learning.training_config import TrainingConfig
@@ -45,7 +46,7 @@ from lemon_train.credit import (
     span_share,
     token_offsets,
 )
-from lemon_train.distributed import barrier
+from lemon_train.distributed import barrier, current
 from lemon_train.errors import TrainingError
 from lemon_train.loading import load_model_and_tokenizer
 from lemon_train.logprobs import completion_logps
@@ -481,6 +482,25 @@ def heldout_callback(config: TrainingConfig, tokenizer: Any, metrics_path: Path)
     )
 
 
+class WorkerBudget(TrainerCallback):
+    """Stops a run after the step at which its tier-priced worker tokens (every distinct call
+    the reward has read, :attr:`TableReward.distinct_tokens`) reach ``budget``, saving that
+    step as the final checkpoint: ``hyperparameters.max_worker_tokens``."""
+
+    def __init__(self, reward: TableReward, budget: float) -> None:
+        self.reward = reward
+        self.budget = budget
+        self.stopped_at: int | None = None
+        """The step the budget stopped the run at (None: it did not)."""
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> Any:
+        if self.reward.distinct_tokens[1] >= self.budget:
+            self.stopped_at = state.global_step
+            control.should_training_stop = True
+            control.should_save = True
+        return control
+
+
 def build_trainer(
     config: TrainingConfig,
     *,
@@ -502,6 +522,16 @@ def build_trainer(
     cf = config.counterfactual
     metrics = metrics_callback(config, path=metrics_path, is_main=is_main)
     callbacks: list[Any] = [metrics]
+    budget = config.hyperparameters.max_worker_tokens
+    if budget is not None:  # before the held-out scorer, which scores the step it stops at
+        if not isinstance(reward, TableReward):
+            raise TrainingError("hyperparameters.max_worker_tokens needs table: data")
+        if current().world_size > 1:
+            raise TrainingError(
+                "hyperparameters.max_worker_tokens: one process only (each rank counts the "
+                "worker calls it read, so the ranks would stop at different steps)"
+            )
+        callbacks.append(WorkerBudget(reward, budget))
     if config.heldout is not None and is_main:
         callbacks.append(heldout_callback(config, tokenizer, metrics.path))
     trainer = CounterfactualGRPOTrainer(
@@ -558,6 +588,15 @@ def run(config: TrainingConfig) -> Path:
             "kinds": [kind.value for kind in config.counterfactual.kinds],
             "loss_type": config.hyperparameters.loss_type,
             "resumed_from_step": checkpoint_step(resume) if resume else None,
+            "max_worker_tokens": config.hyperparameters.max_worker_tokens,
+            "stopped_by_worker_budget_at": next(
+                (
+                    c.stopped_at
+                    for c in trainer.callback_handler.callbacks
+                    if isinstance(c, WorkerBudget)
+                ),
+                None,
+            ),
             "runtime_s": output.metrics.get("train_runtime"),
         }
         save_version(trainer, tokenizer, staging, config, stage="grpo", metrics=summary)

@@ -62,7 +62,7 @@ def greedy_completions(
 
 
 class HeldoutCallback(TrainerCallback):
-    """Scores the greedy policy on ``rows`` every ``every`` steps (and at step 0)."""
+    """Scores the greedy policy on ``rows`` every ``every`` steps, at step 0 and at the last."""
 
     def __init__(
         self,
@@ -129,4 +129,12 @@ class HeldoutCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
         if model is not None and state.global_step % self.every == 0:
+            self._record(state.global_step, model)
+
+    def on_train_end(
+        self, args: Any, state: Any, control: Any, model: Any = None, **_: Any
+    ) -> None:
+        """The last step too, where the run stopped between two scores (a worker budget)."""
+        done = self.history[-1]["step"] if self.history else None
+        if model is not None and state.global_step > 0 and done != state.global_step:
             self._record(state.global_step, model)

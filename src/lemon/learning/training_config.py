@@ -132,6 +132,14 @@ class HyperParameters(_Config):
         description="GRPO on an outcome table: run the worker calls the table lacks on the "
         "profile's tiers (false: such a spec scores as a failed run).",
     )
+    max_worker_tokens: float | None = Field(
+        default=None,
+        gt=0,
+        description="GRPO on an outcome table: stop after the step at which the run has read "
+        "this many tier-priced worker tokens (worker_priced_tokens_total: every distinct "
+        "worker call, from the table or live, counted once); max_steps still caps the run. "
+        "Two arms trained to one budget compare at equal worker tokens. One process only.",
+    )
     cost_weights: list[float] | None = Field(
         default=None,
         max_length=32,
@@ -294,6 +302,18 @@ class TrainingConfig(_Config):
             raise ValueError(
                 "counterfactual.mutants paid needs table: or synthetic data (on live tasks "
                 "every mutant's calls are new; use mutants: all)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _worker_budget_needs_a_table(self) -> TrainingConfig:
+        """Only an outcome table's reward counts the run's worker tokens."""
+        if self.hyperparameters.max_worker_tokens is None:
+            return self
+        if self.stage != "grpo" or not isinstance(self.data, TableData):
+            raise ValueError(
+                "hyperparameters.max_worker_tokens needs stage grpo on table: data (only an "
+                "outcome table's reward counts the run's worker tokens)"
             )
         return self
 
