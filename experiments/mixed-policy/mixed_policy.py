@@ -19,8 +19,9 @@ both arms train to the same worker tokens (:data:`WORKER_BUDGET`), so they compa
 
 ``choose`` reads the six GRPO runs' held-out (validation) curves and picks the run and step
 with the best validation reward (step 0 is the seed's SFT warm start): the headline policy,
-chosen without reading a test table. ``at ARM SEED STEP`` writes the config of a GRPO run cut
-at an earlier step (the same run: constant learning rate, same seed, ``max_steps`` = STEP).
+chosen without reading a test table. A step before a run's last is published from that run's
+checkpoint (``lemon train grpo --config ... --checkpoint STEP``: the weights that were scored;
+the runs keep every checkpoint, saved at each scored step).
 
 ``summary`` reads what the runs wrote (``report/report.json``: ``lemon report --mix`` with the
 policies' test evaluations; ``reports/<run>/<benchmark>.json``: ``lemon report TABLE`` with the
@@ -145,11 +146,9 @@ def _train_tables(benchmarks: Sequence[str]) -> str:
     return ",".join(f"{TABLES}/{b}-train" for b in benchmarks)
 
 
-def grpo_config(
-    benchmarks: Sequence[str], arm: str, seed: int, steps: int = STEPS
-) -> dict[str, Any]:
+def grpo_config(benchmarks: Sequence[str], arm: str, seed: int) -> dict[str, Any]:
     tables = _train_tables(benchmarks)
-    name = f"grpo-{arm}-s{seed}" + ("" if steps == STEPS else f"-at{steps}")
+    name = f"grpo-{arm}-s{seed}"
     return {
         "stage": "grpo",
         "base_model": f"{POLICIES}/sft-s{seed}",
@@ -165,15 +164,16 @@ def grpo_config(
         "rewards": REWARDS,
         "hyperparameters": {
             "learning_rate": 5.0e-5,
-            "lr_scheduler": "constant",  # so a run cut at step K is this run's first K steps
-            "max_steps": steps,
+            "lr_scheduler": "constant",
+            "max_steps": STEPS,
             "max_worker_tokens": WORKER_BUDGET,
             "per_device_batch_size": TASKS_PER_STEP,
             "group_size": GROUP_SIZE,
             "max_completion_length": SPEC_TOKENS,
             "temperature": 0.7,
             "loss_type": "dapo",
-            "save_steps": HELDOUT_STEPS,
+            "save_steps": HELDOUT_STEPS,  # a checkpoint at every scored step, all kept:
+            "keep_checkpoints": None,  # the chosen step is published from its checkpoint
             "seed": seed,
             "worker_max_tokens": 300,
             "live_calls": False,
@@ -729,10 +729,6 @@ def main(argv: list[str]) -> int:
     bal.add_argument("--rows", default="rows", help="a folder of <benchmark>.jsonl, or one file")
     bal.add_argument("--out", default="rows.jsonl", help="beside this script (default rows.jsonl)")
     sub.add_parser("choose", help="choose the run and step on validation: chosen.json")
-    at = sub.add_parser("at", help="the config of a GRPO run cut at an earlier step")
-    at.add_argument("arm", choices=ARMS)
-    at.add_argument("seed", type=int, choices=SEEDS)
-    at.add_argument("step", type=int)
     sub.add_parser("summary", help="write summary.json from the runs' outputs")
     vs = sub.add_parser("versus", help="version A minus version B, paired, on validation or test")
     vs.add_argument("a")
@@ -766,17 +762,6 @@ def main(argv: list[str]) -> int:
         data = choose()
         (RESULTS / "chosen.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(data["run"])
-        return 0
-    if args.action == "at":
-        if not 0 < args.step < STEPS:
-            parser.error(f"step must be between 1 and {STEPS - 1}")
-        path = RESULTS / "configs" / f"grpo-{args.arm}-s{args.seed}-at{args.step}.yaml"
-        _write(
-            path,
-            grpo_config(plan()["benchmarks"], args.arm, args.seed, args.step),
-            f"grpo-{args.arm}-s{args.seed} cut at step {args.step} (chosen on validation)",
-        )
-        print(_rel(path))
         return 0
     data = summary()
     (RESULTS / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -14,7 +14,7 @@
 #   grpo-ARM-S  GRPO, ARM global or credit, seed S, from sft-sS; its metrics.jsonl is copied to
 #               grpo/ARM-sS/
 #   choose      the run and step with the best validation reward (chosen.json); a step before
-#               the last is trained again as its own version (configs/grpo-ARM-sS-atK.yaml)
+#               the last is published from its checkpoint as its own version (grpo-ARM-sS-atK)
 #   train-CONFIG  lemon train with configs/CONFIG.yaml (e.g. train-pilot-sft-s0)
 #   val-NAME    policies/mixed/NAME on every pinned train table's validation part, answered from
 #               the table: validation/NAME/<benchmark>/
@@ -122,11 +122,9 @@ for stage in "$@"; do
       logged .venv/bin/python "$out/mixed_policy.py" choose
       run=$(chosen_run)
       case "$run" in
-        *-at*)  # the run cut at its best validation step: trained again to that step
-          base=${run%-at*}; step=${run##*-at}; arm_seed=${base#grpo-}
-          arm=${arm_seed%-s*}; seed=${arm_seed##*-s}
-          logged .venv/bin/python "$out/mixed_policy.py" at "$arm" "$seed" "$step"
-          lemon train grpo --config "$out/configs/$run.yaml" ;;
+        *-at*)  # the run's best validation step before its last: its checkpoint, published
+          base=${run%-at*}; step=${run##*-at}
+          [ -d "policies/mixed/$run" ] || lemon train grpo --config "$out/configs/$base.yaml" --checkpoint "$step" ;;
       esac
       echo "chosen: $run" ;;
     eval-chosen) evaluate "$(chosen_run)" ;;

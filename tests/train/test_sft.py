@@ -380,3 +380,64 @@ def test_the_learning_rate_follows_the_configured_schedule(
 def test_an_unknown_schedule_is_refused_with_its_field(write_config: WriteConfig) -> None:
     with pytest.raises(ValueError, match=r"lr_scheduler|lrScheduler"):
         load_config(write_config(hyperparameters={"lr_scheduler": "warm-restarts"}))
+
+
+def test_a_checkpoint_is_published_as_a_version(
+    write_config: WriteConfig, tmp_path: Path, tiny_model: Path
+) -> None:
+    """``lemon train sft --config F --checkpoint N``: the run's step-N adapter, as saved, with
+    its logs up to N; every checkpoint kept with keep_checkpoints null; an absent one named."""
+    lora = {"r": 4, "alpha": 8, "merge": False, "target_modules": ["q_proj", "v_proj"]}
+    config_path = write_config(
+        lora=lora,
+        version="v1",
+        hyperparameters={"max_steps": 3, "save_steps": 1, "keep_checkpoints": None},
+    )
+    done = run_train("sft", "--config", str(config_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    checkpoints = tmp_path / "policy" / "v1.checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("checkpoint-*")) == [
+        "checkpoint-1", "checkpoint-2", "checkpoint-3",
+    ]  # fmt: skip
+    published = run_train("sft", "--config", str(config_path), "--checkpoint", "2")
+    assert published.returncode == 0, published.stderr[-3000:]
+    version = tmp_path / "policy" / "v1-at2"
+    assert published.stdout.strip().splitlines()[-1] == str(version.resolve())
+    meta = read_policy(version)
+    assert (meta.version, meta.stage, meta.adapter) == ("v1-at2", "sft", True)
+    assert meta.metrics["steps"] == 2
+    assert meta.metrics["published_from"] == str((checkpoints / "checkpoint-2").resolve())
+    adapter = "adapter_model.safetensors"
+    saved = (checkpoints / "checkpoint-2" / adapter).read_bytes()
+    assert (version / adapter).read_bytes() == saved
+    assert (checkpoints / "checkpoint-3" / adapter).read_bytes() != saved
+    assert not (version / "optimizer.pt").exists()
+    assert [row["step"] for row in _metrics(version) if "loss" in row] == [1, 2]
+    # it loads as the policy it is: base weights plus that step's adapter
+    model, _ = load_model_and_tokenizer(str(version))
+    base, _ = load_model_and_tokenizer(str(tiny_model))
+    assert any(
+        not torch.equal(weight, base.state_dict()[name])
+        for name, weight in model.state_dict().items()
+    )
+    # with lora.merge on, the step's adapter is merged into the base weights, as a run's is
+    merging = write_config(
+        "merge.yaml",
+        lora={**lora, "merge": True},
+        version="v1",
+        hyperparameters={"max_steps": 3, "save_steps": 1, "keep_checkpoints": None},
+    )
+    out = tmp_path / "merged"
+    done = run_train("sft", "--config", str(merging), "--checkpoint", "2", "--output-dir", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not read_policy(out).adapter
+    assert (out / "model.safetensors").is_file()
+    merged, _ = load_model_and_tokenizer(str(out))
+    for name, weight in model.state_dict().items():
+        assert torch.allclose(weight, merged.state_dict()[name], atol=1e-5), name
+    missing = run_train("sft", "--config", str(config_path), "--checkpoint", "7")
+    assert missing.returncode == 2
+    assert "checkpoint-7: no such checkpoint (kept: [1, 2, 3]" in missing.stderr
+    alone = run_train("sft", "--config", str(config_path), "--version", "x")
+    assert alone.returncode == 2
+    assert "--version needs --checkpoint" in alone.stderr

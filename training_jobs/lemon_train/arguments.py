@@ -31,7 +31,7 @@ def trainer_arguments(config: TrainingConfig) -> dict[str, Any]:
         "seed": hp.seed,
         "save_strategy": "steps",
         "save_steps": hp.save_steps,
-        "save_total_limit": 2,
+        "save_total_limit": hp.keep_checkpoints,
         "logging_steps": hp.logging_steps,
         "logging_first_step": True,
         "use_cpu": not cuda,

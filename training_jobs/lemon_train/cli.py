@@ -30,6 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="training data (JSONL, or synthetic:<N> for grpo)")
     parser.add_argument("--base-model", help="'packaged', an HF id, a model or policy directory")
     parser.add_argument("--max-steps", type=int, help="optimiser steps (overrides epochs)")
+    parser.add_argument(
+        "--checkpoint",
+        type=int,
+        metavar="N",
+        help="train nothing: publish the run's checkpoint-N as a version of its own (at "
+        "--output-dir, default <output_dir>-atN; labelled --version, default <version>-atN)",
+    )
+    parser.add_argument("--version", help="with --checkpoint: the published version's label")
 
 
 def register(subparsers: Any) -> None:
@@ -46,8 +54,8 @@ def load(args: argparse.Namespace) -> Any:
     """The TrainingConfig the arguments describe (raises ConfigError, located)."""
     from lemon.learning.training_config import ConfigError, TrainingConfig, load_config
 
-    overrides = {
-        "output_dir": args.output_dir,
+    overrides = {  # with --checkpoint, --output-dir is where the step is published, not the run
+        "output_dir": None if args.checkpoint is not None else args.output_dir,
         "data": args.data,
         "base_model": args.base_model,
     }
@@ -77,6 +85,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     from lemon_train.distributed import DistributedError, current
     from lemon_train.errors import TrainingError
 
+    if args.version is not None and args.checkpoint is None:
+        print("lemon train: --version needs --checkpoint", file=sys.stderr)
+        return EXIT_USAGE
+    if args.checkpoint is not None:
+        from lemon_train.from_checkpoint import publish_checkpoint
+
+        try:
+            print(
+                publish_checkpoint(
+                    config, args.checkpoint, output_dir=args.output_dir, version=args.version
+                )
+            )
+        except TrainingError as exc:
+            print(f"lemon train: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
     try:
         if config.stage == "sft":
             from lemon_train.sft import run

@@ -113,6 +113,12 @@ class HyperParameters(_Config):
     weight_decay: float = Field(default=0.0, ge=0)
     seed: int = 0
     save_steps: int = Field(default=50, ge=1, description="Checkpoint every N optimiser steps.")
+    keep_checkpoints: int | None = Field(
+        default=2,
+        ge=1,
+        description="Checkpoints kept, the newest (null: every one, so that any saved step can "
+        "be published as a version: `lemon train STAGE --config FILE --checkpoint N`).",
+    )
     logging_steps: int = Field(default=1, ge=1)
     # GRPO
     group_size: int = Field(default=4, ge=2, description="Specs sampled per task (G).")
