@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -305,7 +306,7 @@ def test_several_tables_are_read_as_one_store(tmp_path: Path, tiny_model: Path) 
 
 
 def test_a_worker_budget_stops_the_run_at_the_step_that_reaches_it(
-    table: Table, tiny_model: Path
+    table: Table, tiny_model: Path, tmp_path: Path
 ) -> None:
     """hyperparameters.max_worker_tokens: the step whose reads bring the run's tier-priced
     worker tokens to the budget is the last, and is saved; reading a call again adds nothing."""
@@ -340,6 +341,28 @@ def test_a_worker_budget_stops_the_run_at_the_step_that_reaches_it(
     assert budget.stopped_at == 3
     assert control.should_training_stop
     assert control.should_save
+    # resumed after step 1: the run's totals go on from those its metrics logged there, so
+    # the budget still stops it where the whole run reaches it
+    from lemon_train.grpo import carry_totals
+
+    logged = tmp_path / "metrics.jsonl"
+    raw = probe.distinct_tokens[0]
+    logged.write_text(
+        json.dumps({"step": 1, "worker_calls_total": 1, "worker_tokens_total": 7,
+                    "worker_priced_tokens_total": first}) + "\n" + '{"step": 1, "heldout'
+    )  # fmt: skip
+    resumed = _reward(table, tokenizer, live=False)
+    carry_totals(resumed, logged)
+    assert resumed.distinct_tokens == (7, first)
+    later = WorkerBudget(resumed, first + second / 2)
+    state.global_step, control = 2, TrainerControl()
+    step(resumed, 1)
+    later.on_step_end(None, state, control)
+    assert later.stopped_at == 2
+    assert resumed.distinct_calls == 2
+    assert resumed.last.worker_calls == 1  # the batch's own new call, not the carried one
+    assert resumed.distinct_tokens[1] == pytest.approx(first + second)
+    assert 7 < resumed.distinct_tokens[0] < 7 + raw
 
 
 def test_a_worker_budget_needs_table_data(tmp_path: Path) -> None:

@@ -563,6 +563,26 @@ def summarise(history: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def carry_totals(reward: TableReward, metrics_path: Path) -> None:
+    """A resumed run's worker totals go on from those logged up to its checkpoint (the
+    metrics file is already cut back to it), so a worker budget counts the whole run."""
+    last: dict[str, float] = {}
+    if metrics_path.is_file():
+        for line in metrics_path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            for key in ("worker_calls_total", "worker_tokens_total", "worker_priced_tokens_total"):
+                if isinstance(row, dict) and isinstance(row.get(key), (int, float)):
+                    last[key] = float(row[key])
+    reward.carry_over(
+        int(last.get("worker_calls_total", 0)),
+        int(last.get("worker_tokens_total", 0)),
+        last.get("worker_priced_tokens_total", 0.0),
+    )
+
+
 def run(config: TrainingConfig) -> Path:
     """Train, publish the version at ``config.output_dir`` (rank 0) and return its path."""
     check_generation(config)
@@ -570,6 +590,8 @@ def run(config: TrainingConfig) -> Path:
     trainer, metrics, tokenizer = build_trainer(
         config, metrics_path=metrics_path, is_main=info.is_main
     )
+    if resume is not None and isinstance(trainer.spec_reward, TableReward):
+        carry_totals(trainer.spec_reward, metrics_path)
     try:
         output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     finally:

@@ -629,6 +629,9 @@ class TableReward(EngineReward):
         self.cache = None  # type: ignore[assignment]  # the table's call store dedups
         self._store: TableCalls | None = None
         self._counted = 0
+        self.carried: tuple[int, int, float] = (0, 0, 0.0)
+        """Distinct worker calls, raw and tier-priced tokens the run had read before it was
+        resumed in this process (:meth:`carry_over`); added to the run's totals."""
 
     def _get_backends(self) -> dict[Capacity, Backend]:
         if self._backends is None:
@@ -640,9 +643,15 @@ class TableReward(EngineReward):
             self._backends, self._store = table_backends(self.table, live=live, calls=calls)
         return self._backends
 
+    def carry_over(self, calls: int, raw: int, priced: float) -> None:
+        """Continue a resumed run's totals from what it had logged at its checkpoint. The calls
+        read before the resume are not known one by one, so one read again counts again."""
+        self.carried = (calls, raw, priced)
+        self._counted = self.distinct_calls
+
     @property
     def distinct_calls(self) -> int:
-        return 0 if self._store is None else len(self._store.read)
+        return self.carried[0] + (0 if self._store is None else len(self._store.read))
 
     @property
     def distinct_tokens(self) -> tuple[int, float]:
@@ -651,7 +660,7 @@ class TableReward(EngineReward):
         run's cost in worker tokens, each call counted once (a call the table lacks and no
         live model answered cost nothing)."""
         if self._store is None:
-            return 0, 0.0
+            return self.carried[1], self.carried[2]
         prices = self.table.meta.tier_prices
         # a table's calls name their tier; a live call its model's identity
         tier_of = {m.identity: t for t, m in self.table.meta.models.items()}
@@ -668,7 +677,7 @@ class TableReward(EngineReward):
             tokens = call.prompt_tokens + call.completion_tokens
             raw += tokens
             priced += tokens * prices[tier]
-        return raw, priced
+        return self.carried[1] + raw, self.carried[2] + priced
 
     async def paid_mutant(
         self, index: int, mutation: Mutation, parsed: ParsedSpec, row: Mapping[str, Any]
