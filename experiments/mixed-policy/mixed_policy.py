@@ -388,9 +388,13 @@ def t_interval(values: Sequence[float]) -> list[float] | None:
 def reward_difference(res: Path = RESULTS) -> dict[str, Any]:
     """Credit's final validation reward minus global's, paired by seed: each run's last step,
     where its worker budget ended it (so at equal worker tokens)."""
-    per_seed, why = [], []
+    per_seed: list[dict[str, Any]] = []
+    diffs: list[float] = []
+    why: list[str | None] = []
     for seed in SEEDS:
-        finals, lasts, tokens = {}, {}, {}
+        finals: dict[str, float] = {}
+        lasts: dict[str, int] = {}
+        tokens: dict[str, float | None] = {}
         for arm in ARMS:
             held, last, reason = _run_state(arm, seed, res)
             if held is None or last is None:
@@ -401,11 +405,11 @@ def reward_difference(res: Path = RESULTS) -> dict[str, Any]:
                 tokens[arm] = _at_step(rows, "worker_priced_tokens_total", last)
         if len(finals) == len(ARMS):
             diff = finals["credit"] - finals["global"]
+            diffs.append(round(diff, 4))
             per_seed.append({"seed": seed, "global": round(finals["global"], 4),
                              "credit": round(finals["credit"], 4),
                              "difference": round(diff, 4), "steps": lasts,
                              "worker_tokens": tokens})  # fmt: skip
-    diffs = [p["difference"] for p in per_seed]
     every = len(per_seed) == len(SEEDS)  # a mean over some seeds is not the figure asked for
     return {
         "value": round(statistics.fmean(diffs), 4) if every else None,
