@@ -22,6 +22,7 @@ __all__ = [
     "checkpoint_step",
     "checkpoints_dir",
     "latest_checkpoint",
+    "rows_up_to",
     "staging_dir",
     "start_run",
     "truncate_metrics",
@@ -67,10 +68,10 @@ def checkpoint_step(checkpoint: Path) -> int:
     return int(checkpoint.name.rsplit("-", 1)[1])
 
 
-def truncate_metrics(path: Path, step: int) -> None:
-    """Keep the metrics logged up to ``step`` (the checkpoint a resumed run starts from)."""
+def rows_up_to(path: Path, step: int) -> list[str]:
+    """The JSON lines of ``path`` logged at or before ``step`` (none if it is missing)."""
     if not path.is_file():
-        return
+        return []
     kept = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
@@ -79,7 +80,13 @@ def truncate_metrics(path: Path, step: int) -> None:
             continue
         if isinstance(row, dict) and row.get("step", 0) <= step:
             kept.append(line)
-    atomic.write_text(path, "".join(f"{line}\n" for line in kept))
+    return kept
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics logged up to ``step`` (the checkpoint a resumed run starts from)."""
+    if path.is_file():
+        atomic.write_text(path, "".join(f"{line}\n" for line in rows_up_to(path, step)))
 
 
 def start_run(config: TrainingConfig, stage: str) -> tuple[DistInfo, Path, Path | None, Path]:

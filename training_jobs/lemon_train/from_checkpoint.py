@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lemon.learning.training_config import TrainingConfig
-from lemon_train.checkpoints import checkpoint_step, checkpoints_dir, staging_dir
+from lemon_train.checkpoints import checkpoint_step, checkpoints_dir, rows_up_to, staging_dir
 from lemon_train.errors import TrainingError
 from lemon_train.publishing import parent_of, publish_version, version_label
 
@@ -34,21 +34,6 @@ def published_name(config: TrainingConfig, step: int) -> tuple[Path, str]:
     label: ``<output_dir>-at<step>`` and ``<version>-at<step>``."""
     out = Path(config.output_dir)
     return out.with_name(f"{out.name}-at{step}"), f"{version_label(config)}-at{step}"
-
-
-def _rows_to(path: Path, step: int) -> list[str]:
-    """The JSON lines of ``path`` logged at or before ``step`` (none if it is missing)."""
-    if not path.is_file():
-        return []
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a line a kill cut short
-            continue
-        if isinstance(row, dict) and int(row.get("step", 0)) <= step:
-            kept.append(line)
-    return kept
 
 
 def publish_checkpoint(
@@ -100,7 +85,7 @@ def publish_checkpoint(
     logs = run_dir if (run_dir / config.metrics_file).is_file() else staging_dir(config)
     history: list[dict[str, Any]] = []
     for name in (config.metrics_file, "credit.jsonl"):
-        lines = _rows_to(logs / name, step)
+        lines = rows_up_to(logs / name, step)
         if lines:
             (staging / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         if name == config.metrics_file:
